@@ -1,0 +1,56 @@
+# Tessera developer entry points. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: help dev test verify unit integration crds demo demo-down bench controlplane clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+dev: $(STAMP) ## create .venv and install tessera with the dev extras
+
+controlplane: ## build (or reuse) etcd, kube-apiserver, kube-controller-manager, kubectl
+	@hack/controlplane/build.sh >/dev/null
+
+verify: $(STAMP) ## ruff, mypy --strict, import-linter, generated files are fresh
+	$(VENV)/bin/ruff check operator api tests hack bench
+	$(VENV)/bin/ruff format --check operator api tests hack bench
+	hack/typecheck-tree
+	$(VENV)/bin/mypy -p tessera
+	$(VENV)/bin/mypy hack/gen_crds.py
+	PYTHONPATH=.typecheck $(VENV)/bin/lint-imports
+	$(PY) hack/gen_crds.py --check
+
+unit: $(STAMP) ## unit tests (pure domain, milliseconds each)
+	$(PY) -m pytest tests/unit -q
+
+integration: $(STAMP) controlplane ## integration tests against a real local control plane
+	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) -m pytest tests/integration -q
+
+test: verify unit integration ## everything CI runs: verify + unit + integration
+
+crds: $(STAMP) ## regenerate crds/ from the pydantic models in api/
+	$(PY) hack/gen_crds.py
+
+demo: $(STAMP) controlplane ## local control plane + simulated GPU/NPU nodes + operator + samples
+	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(VENV)/bin/tessera dev demo --state-dir .demo
+
+demo-down: $(STAMP) ## stop everything `make demo` started
+	$(VENV)/bin/tessera dev down --state-dir .demo
+
+bench: $(STAMP) ## benchmarks: ratios measured side by side, printed as tables
+	$(PY) -m bench
+
+clean: ## remove the venv and caches (not the control-plane binaries)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,74 @@
+"""TenantQuota: accelerator quotas for a tenant's namespaces, plus a tenant-wide total."""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field
+
+from .common import (
+    RESOURCE_NAME_PATTERN,
+    ApiModel,
+    Condition,
+    Count,
+    LabelSelector,
+    cel,
+    keys_matching,
+    validations,
+)
+
+_RESOURCE_KEYS = keys_matching(
+    RESOURCE_NAME_PATTERN,
+    "resource names are qualified extended resources such as nvidia.com/gpu or "
+    "nvidia.com/mig-1g.10gb",
+    32,
+)
+
+
+class TenantQuotaSpec(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "size(self.hard) > 0 || (has(self.total) && size(self.total) > 0)",
+                "set at least one resource in hard or total",
+            ),
+        )
+    )
+
+    namespace_selector: LabelSelector = Field(description="The tenant's namespaces.")
+    hard: dict[str, Count] = Field(
+        default_factory=dict,
+        description="Per-namespace limit of each resource (e.g. nvidia.com/mig-1g.10gb: 4), "
+        "enforced by a ResourceQuota in every tenant namespace.",
+        json_schema_extra=_RESOURCE_KEYS,
+    )
+    total: dict[str, Count] | None = Field(
+        default=None,
+        description="Limit across all the tenant's namespaces; never exceeded, even when "
+        "namespaces create pods at the same moment.",
+        json_schema_extra=_RESOURCE_KEYS,
+    )
+
+
+class NamespaceQuota(ApiModel):
+    namespace: str = Field(description="The namespace.")
+    hard: dict[str, str] = Field(default_factory=dict, description="Limits Tessera wrote.")
+    used: dict[str, str] = Field(
+        default_factory=dict, description="Usage the quota controller counted."
+    )
+
+
+class TenantQuotaStatus(ApiModel):
+    observed_generation: int = Field(default=0, description="The generation this status describes.")
+    namespaces: int = Field(default=0, description="Namespaces in the tenant.")
+    used: dict[str, str] = Field(default_factory=dict, description="Usage summed over namespaces.")
+    total: dict[str, str] = Field(default_factory=dict, description="The tenant-wide limits.")
+    capacity: dict[str, str] = Field(
+        default_factory=dict, description="What the cluster's pools advertise, per resource."
+    )
+    per_namespace: list[NamespaceQuota] = Field(
+        default_factory=list, max_length=100, description="Limits and usage by namespace."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Reconciling, Stalled, Overcommitted.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )

@@ -1,0 +1,9 @@
+"""`tessera dev` (placeholder until its issue lands)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    subparsers.add_parser("dev", help="(not yet implemented)")

@@ -1,0 +1,52 @@
+"""The ``tessera`` command: one entry point, one module per sub-command.
+
+Each sub-command module exposes ``register(subparsers)`` and sets ``func`` on
+its parser; ``main`` only dispatches. Exit codes are part of the contract:
+0 success, 1 a negative answer or failure, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import tessera
+
+
+class _Registrar(Protocol):
+    def __call__(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+
+def _registrars() -> list[_Registrar]:
+    from tessera.cli import dev, geometry, run
+
+    return [geometry.register, run.register, dev.register]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tessera",
+        description="Declare how GPUs and NPUs are partitioned and shared; Tessera makes the "
+        "cluster match.",
+    )
+    parser.add_argument("--version", action="version", version=f"tessera {tessera.__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in _registrars():
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,9 @@
+"""`tessera run` (placeholder until its issue lands)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    subparsers.add_parser("run", help="(not yet implemented)")

@@ -1,0 +1,77 @@
+"""kstatus-compatible conditions, computed purely.
+
+Every kind reports ``Ready`` plus the abnormal-true ``Reconciling`` and
+``Stalled`` conditions, which are present only while True (that is what
+kstatus, Flux and our Argo CD health check read). ``lastTransitionTime`` moves
+only when a condition's status changes, so a converged object's status is
+byte-for-byte stable and a resync writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+Status = Literal["True", "False", "Unknown"]
+READY = "Ready"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one reconcile concluded about an object, before it becomes conditions.
+
+    ``state`` is one of: ``ready`` (the cluster matches the spec),
+    ``progressing`` (work under way, ``reason`` says which) or ``stalled``
+    (needs a human). ``extra`` carries kind-specific conditions such as
+    ``Overcommitted``.
+    """
+
+    state: Literal["ready", "progressing", "stalled"]
+    reason: str
+    message: str
+    extra: tuple[tuple[str, Status, str, str], ...] = ()
+
+
+def timestamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def conditions_for(
+    verdict: Verdict,
+    generation: int,
+    previous: Iterable[Mapping[str, Any]],
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The full conditions list for ``verdict``, keeping transition times that did not change."""
+    wanted: list[tuple[str, Status, str, str]] = []
+    if verdict.state == "ready":
+        wanted.append((READY, "True", verdict.reason, verdict.message))
+    else:
+        wanted.append((READY, "False", verdict.reason, verdict.message))
+        kind = RECONCILING if verdict.state == "progressing" else STALLED
+        wanted.append((kind, "True", verdict.reason, verdict.message))
+    wanted.extend(verdict.extra)
+    before = {c.get("type"): c for c in previous}
+    out: list[dict[str, Any]] = []
+    for type_, status, reason, message in wanted:
+        old = before.get(type_)
+        same = old is not None and old.get("status") == status
+        out.append(
+            {
+                "type": type_,
+                "status": status,
+                "observedGeneration": generation,
+                "lastTransitionTime": old["lastTransitionTime"] if same and old else timestamp(now),
+                "reason": reason,
+                "message": message,
+            }
+        )
+    return out
+
+
+def condition(conditions: Iterable[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == type_), None)
