@@ -60,6 +60,7 @@ Count = Annotated[
     Field(
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
+            "maxLength": 18,
             **validations(
                 cel(
                     "type(self) == int ? self >= 0 : self.matches('^[0-9]+$')",

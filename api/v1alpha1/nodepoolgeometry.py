@@ -21,38 +21,51 @@ from .common import (
     validations,
 )
 
+_INDEX = "([0-9]|1[0-5])"
+_INDEX_RANGE = f"{_INDEX}(-{_INDEX})?"
+DEVICES_PATTERN = f"^(all|{_INDEX_RANGE}(,{_INDEX_RANGE})*)$"
+
 Devices = Annotated[
-    str | list[int],
+    int | str | list[int],
     Field(
         json_schema_extra={
-            "x-kubernetes-preserve-unknown-fields": True,
+            "x-kubernetes-int-or-string": True,
+            "maxLength": 64,
             **validations(
                 cel(
-                    "type(self) == string ? self == 'all' : (type(self) == list && "
-                    "self.all(i, type(i) == int && i >= 0 && i <= 15))",
-                    'devices must be "all" or a list of device indexes between 0 and 15',
+                    "type(self) == int ? (self >= 0 && self <= 15) : "
+                    f"self.matches('{DEVICES_PATTERN}')",
+                    'devices must be "all", one index (0-15) or a list of indexes and ranges '
+                    'such as "0,1,4-7"',
                 )
             ),
         }
     ),
 ]
 
-DEVICES_UNIQUE_RULES = (
-    cel(
-        "type(self.devices) == string || self.devices.size() > 0",
-        'devices must list at least one device index (or be "all")',
-        ".devices",
-    ),
-)
+
+def device_indexes(devices: int | str | list[int], device_count: int) -> tuple[int, ...]:
+    """The device indexes ``devices`` selects on a node with ``device_count`` devices.
+
+    ``"all"`` selects every device; otherwise an index, a list of indexes, or a
+    string of indexes and ranges such as ``"0,1,4-7"``. Indexes the node does
+    not have are dropped (the pool may mix 4- and 8-GPU nodes).
+    """
+    if devices == "all":
+        return tuple(range(device_count))
+    if isinstance(devices, int):
+        wanted: set[int] = {devices}
+    elif isinstance(devices, list):
+        wanted = set(devices)
+    else:
+        wanted = set()
+        for part in devices.split(","):
+            low, _, high = part.partition("-")
+            wanted.update(range(int(low), int(high or low) + 1))
+    return tuple(sorted(i for i in wanted if 0 <= i < device_count))
 
 
 class MigLayout(ApiModel):
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            *DEVICES_UNIQUE_RULES,
-        )
-    )
-
     devices: Devices = Field(
         default="all", description='"all", or the GPU indexes (0-15) this layout applies to.'
     )
@@ -67,12 +80,6 @@ class MigLayout(ApiModel):
 
 
 class VnpuLayout(ApiModel):
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            *DEVICES_UNIQUE_RULES,
-        )
-    )
-
     devices: Devices = Field(
         default="all", description='"all", or the NPU indexes (0-15) this layout applies to.'
     )
@@ -89,7 +96,8 @@ class VnpuLayout(ApiModel):
 
 LAYOUTS_RULES = validations(
     cel(
-        "self.layouts.filter(l, type(l.devices) == string).size() <= 1",
+        "self.layouts.filter(l, !has(l.devices) || "
+        "(type(l.devices) == string && l.devices == 'all')).size() <= 1",
         "at most one layout may apply to devices: all",
         ".layouts",
     ),

@@ -1,0 +1,216 @@
+"""The one place Tessera speaks HTTP to the Kubernetes API.
+
+We use the official client for what it is good at — kubeconfig and in-cluster
+credentials, TLS, token refresh — but skip its model classes: objects travel
+as plain JSON dicts, which is what the domain reads and several times faster
+to decode for thousands of Nodes. Every failure becomes an ``ApiError`` with
+the HTTP status, so callers branch on 404/409/429 instead of parsing text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client, config
+
+Obj = dict[str, Any]
+PatchType = Literal["merge", "json", "strategic", "apply"]
+_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+FIELD_MANAGER = "tessera"
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Obj | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def too_many_requests(self) -> bool:
+        return self.status == 429
+
+
+@dataclass(frozen=True)
+class WriteCounter:
+    """Counts mutating requests, so benchmarks and tests can see API writes."""
+
+    counts: dict[str, int]
+
+    def add(self, verb: str) -> None:
+        self.counts[verb] = self.counts.get(verb, 0) + 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+class Kube:
+    """A thin JSON client: ``get``, ``list``, ``create``, ``patch``, ``delete`` by URL path."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._api = api_client
+        self.writes = WriteCounter({})
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None) -> Kube:
+        """Load ``path`` (or $KUBECONFIG / ~/.kube/config), or the in-cluster service account."""
+        if path is None:
+            try:
+                config.load_incluster_config()
+                return cls(client.ApiClient())
+            except config.ConfigException:
+                pass
+        return cls(config.new_client_from_config(config_file=path))
+
+    @property
+    def server(self) -> str:
+        host: str = self._api.configuration.host
+        return host
+
+    def close(self) -> None:
+        self._api.close()
+
+    # -- verbs ---------------------------------------------------------------------------------
+
+    def get(self, path: str) -> Obj:
+        return self._call("GET", path)
+
+    def get_or_none(self, path: str) -> Obj | None:
+        try:
+            return self.get(path)
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+
+    def list(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> list[Obj]:
+        return list(
+            self.iter(
+                path,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                page_size=page_size,
+            )
+        )
+
+    def iter(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> Iterator[Obj]:
+        query: dict[str, str | int] = {"limit": page_size}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        while True:
+            page = self._call("GET", path, query=query)
+            yield from page.get("items", [])
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return
+            query["continue"] = token
+
+    def create(self, path: str, body: Mapping[str, Any]) -> Obj:
+        self.writes.add("create")
+        return self._call("POST", path, body=body)
+
+    def patch(self, path: str, body: Any, kind: PatchType = "merge") -> Obj:
+        self.writes.add("patch")
+        query: dict[str, str | int] = {"fieldManager": FIELD_MANAGER}
+        if kind == "apply":
+            query["force"] = "true"
+        return self._call("PATCH", path, body=body, content_type=_CONTENT_TYPES[kind], query=query)
+
+    def replace(self, path: str, body: Mapping[str, Any]) -> Obj:
+        self.writes.add("update")
+        return self._call("PUT", path, body=body)
+
+    def delete(self, path: str, body: Mapping[str, Any] | None = None) -> Obj | None:
+        self.writes.add("delete")
+        try:
+            return self._call("DELETE", path, body=body)
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str | int] | None = None,
+        content_type: str = "application/json",
+    ) -> Obj:
+        method, url, headers, body, _ = self._api.param_serialize(
+            method,
+            path,
+            query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._api.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=30
+            )
+        except client.ApiException as exc:  # TLS failures surface as ApiException(status=0)
+            raise ApiError(exc.status or 0, "TransportError", str(exc.reason)) from None
+        except urllib3.exceptions.HTTPError as exc:  # connection refused, reset, timeout
+            raise ApiError(0, "TransportError", str(exc)) from None
+        data = response.read()
+        if not 200 <= response.status < 300:
+            raise _api_error(response.status, response.reason or "", data)
+        return json.loads(data) if data else {}
+
+
+def _api_error(status: int, reason: str, raw: Any) -> ApiError:
+    try:
+        body = json.loads(raw) if raw else {}
+    except (TypeError, ValueError):
+        body = {"message": str(raw)}
+    return ApiError(status, str(body.get("reason") or reason), str(body.get("message", "")), body)
+
+
+def path_of(api_version: str, plural: str, name: str = "", namespace: str = "") -> str:
+    """URL path of a collection or object: ``path_of("v1", "nodes", "gpu-1")``."""
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    ns = f"/namespaces/{quote(namespace)}" if namespace else ""
+    obj = f"/{quote(name)}" if name else ""
+    return f"{prefix}{ns}/{plural}{obj}"
