@@ -37,3 +37,27 @@ VNPU_CONFIG_LABEL = "tessera.io/vnpu.config"
 VNPU_CONFIG_STATE_LABEL = "tessera.io/vnpu.config.state"
 
 ACCELERATOR_RESOURCE_PREFIXES = ("nvidia.com/", "huawei.com/")
+
+# --- SharingPolicy (device-plugin ConfigMap, HAMi node configs) ----------------
+# GFD labels the device plugin's node-dependent rules read.
+GPU_COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
+GPU_COMPUTE_MINOR_LABEL = "nvidia.com/gpu.compute.minor"
+# Set by the Ascend device plugin; any of these marks an Ascend node.
+NPU_CHIP_NAME_LABEL = "node.kubernetes.io/npu.chip.name"
+HAMI_ASCEND_NODE_LABEL = "ascend"
+# GPU Operator ClusterPolicy devicePlugin.config: ConfigMap in the operator namespace.
+DEVICE_PLUGIN_CONFIGMAP_NAMESPACE = "gpu-operator"
+DEVICE_PLUGIN_CONFIGMAP_NAME = "device-plugin-configs"
+DEVICE_PLUGIN_DEFAULT_KEY = "default"
+# Keys of the device-plugin ConfigMap that Tessera wrote (comma list, sorted).
+MANAGED_KEYS_ANNOTATION = "tessera.io/managed-keys"
+# On a Node: the device-plugin config key Tessera last set (tells hand edits apart).
+DEVICE_PLUGIN_CONFIG_APPLIED_ANNOTATION = "tessera.io/device-plugin-config"
+# HAMi per-node configs (release "hami" in kube-system).
+HAMI_NAMESPACE = "kube-system"
+HAMI_NVIDIA_CONFIGMAP_NAME = "hami-device-plugin"
+HAMI_NVIDIA_CONFIGMAP_KEY = "config.json"
+HAMI_ASCEND_CONFIGMAP_NAME = "hami-device-node-config"
+HAMI_ASCEND_CONFIGMAP_KEY = "node-config.yaml"
+# On a HAMi ConfigMap: the nodes whose entries Tessera owns fields of (comma list, sorted).
+MANAGED_NODES_ANNOTATION = "tessera.io/managed-nodes"
