@@ -61,3 +61,4 @@ HAMI_ASCEND_CONFIGMAP_NAME = "hami-device-node-config"
 HAMI_ASCEND_CONFIGMAP_KEY = "node-config.yaml"
 # On a HAMi ConfigMap: the nodes whose entries Tessera owns fields of (comma list, sorted).
 MANAGED_NODES_ANNOTATION = "tessera.io/managed-nodes"
+DRAIN_SKIP_LABEL = "tessera.io/drain.skip"

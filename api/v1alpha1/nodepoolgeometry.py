@@ -67,7 +67,8 @@ def device_indexes(devices: int | str | list[int], device_count: int) -> tuple[i
 
 class MigLayout(ApiModel):
     devices: Devices = Field(
-        default="all", description='"all", or the GPU indexes (0-15) this layout applies to.'
+        default="all",
+        description='"all" (the default), one GPU index, or indexes and ranges such as "0,1,4-7".',
     )
     profiles: dict[str, Annotated[int, Field(ge=1, le=7)]] = Field(
         default_factory=dict,
@@ -81,7 +82,8 @@ class MigLayout(ApiModel):
 
 class VnpuLayout(ApiModel):
     devices: Devices = Field(
-        default="all", description='"all", or the NPU indexes (0-15) this layout applies to.'
+        default="all",
+        description='"all" (the default), one NPU index, or indexes and ranges such as "0-3".',
     )
     templates: dict[str, Annotated[int, Field(ge=1, le=16)]] = Field(
         default_factory=dict,

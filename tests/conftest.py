@@ -1,0 +1,1 @@
+"""Shared test helpers: polling with a deadline (never sleep to synchronise)."""
