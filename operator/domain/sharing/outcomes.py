@@ -1,0 +1,61 @@
+"""What one SharingPolicy renders to, checked, before any node is looked at.
+
+A policy yields at most one device-plugin config (under its content-hashed
+key), or HAMi ``nodeconfig`` fields, plus Ascend fields when ``ascend`` is
+set. Errors found here hold every node of the policy; errors that depend on a
+node (``node_errors``, filled in by planning) hold only that node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import device_plugin, hami
+from .assignment import Policy
+from .device_plugin import DevicePluginConfig
+from .rules import RuleError
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    name: str
+    backend: str
+    config: DevicePluginConfig | None = None
+    key: str | None = None
+    content: str | None = None
+    hami_fields: Mapping[str, Any] | None = None
+    ascend_fields: Mapping[str, Any] | None = None
+    errors: tuple[RuleError, ...] = ()
+    node_errors: tuple[RuleError, ...] = ()
+    notices: tuple[str, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+
+def result_of(policy: Policy, mps_root: str = device_plugin.MPS_ROOT) -> PolicyResult:
+    spec = policy.spec
+    ascend = hami.ascend_fields(spec.ascend) if spec.ascend is not None else None
+    if spec.backend == "HAMiCore":
+        if spec.hami_core is None:
+            missing = RuleError("spec.hamiCore", "must be set when backend is HAMiCore")
+            return PolicyResult(policy.name, spec.backend, errors=(missing,))
+        notices = (hami.MPS_NOTICE,) if spec.hami_core.mode == "MPS" else ()
+        fields = hami.nvidia_fields(spec.hami_core)
+        return PolicyResult(
+            policy.name, spec.backend, hami_fields=fields, ascend_fields=ascend, notices=notices
+        )
+    config = device_plugin.from_spec(spec, mps_root)
+    if config is None:
+        block = "spec.mps" if spec.backend == "MPS" else "spec.timeSlicing"
+        missing = RuleError(block, f"must be set when backend is {spec.backend}")
+        return PolicyResult(policy.name, spec.backend, errors=(missing,))
+    errors = device_plugin.validate(config)
+    if errors:
+        return PolicyResult(policy.name, spec.backend, config, errors=errors)
+    content = device_plugin.render(config)
+    key = device_plugin.config_key(policy.name, content)
+    return PolicyResult(policy.name, spec.backend, config, key, content, ascend_fields=ascend)

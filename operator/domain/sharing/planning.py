@@ -1,0 +1,208 @@
+"""One reconcile of all SharingPolicies: observed cluster in, every write out.
+
+The controller reads the Nodes, the device-plugin ConfigMap and HAMi's two
+node configs, calls ``plan`` once, and applies the result in order
+(ConfigMap keys, then node labels, then HAMi patches). Nodes are *held* (keep
+what they run) when their policy is invalid, when the rule that fails depends
+on the node, when two policies tie on them, or when their change is
+disruptive and the rollout engine has not yet cleared them (``cleared``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import changes, configmap, device_plugin, hami, node_rules, parsing
+from .assignment import Assignment, Policy, assign
+from .changes import Change, Effective
+from .nodes import NodeFacts
+from .outcomes import PolicyResult, result_of
+from .rules import RuleError
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the controller read this pass; documents are parsed, absent = None."""
+
+    nodes: tuple[NodeFacts, ...]
+    plugin_data: Mapping[str, str] | None = None
+    plugin_annotations: Mapping[str, str] | None = None
+    hami_nvidia: Mapping[str, Any] | None = None
+    hami_nvidia_managed: frozenset[str] = frozenset()
+    hami_ascend: Mapping[str, Any] | None = None
+    hami_ascend_managed: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Settings:
+    plugin_map: configmap.ConfigMapRef = field(default_factory=configmap.ConfigMapRef)
+    hami_nvidia_where: str = "kube-system/hami-device-plugin (config.json)"
+    hami_ascend_where: str = "kube-system/hami-device-node-config (node-config.yaml)"
+    mps_root: str = device_plugin.MPS_ROOT
+
+
+@dataclass(frozen=True)
+class SharingPlan:
+    assignment: Assignment
+    results: Mapping[str, PolicyResult]
+    device_plugin: configmap.ConfigMapPlan
+    hami_nvidia: hami.EntriesPlan
+    hami_ascend: hami.EntriesPlan
+    changes: Mapping[str, Change]  # node -> what changes there this pass
+    awaiting_rollout: Mapping[str, Change]  # disruptive, held until cleared
+
+    @property
+    def restorations(self) -> tuple[str, ...]:
+        """One message per hand edit being undone; empty for a converged cluster."""
+        notes = (*self.device_plugin.notes, *self.hami_nvidia.notes, *self.hami_ascend.notes)
+        return tuple(n.message for n in notes if n.restores)
+
+
+def plan(
+    policies: Sequence[Policy],
+    seen: Observed,
+    settings: Settings | None = None,
+    cleared: frozenset[str] = frozenset(),
+) -> SharingPlan:
+    cfg = settings or Settings()
+    ref = cfg.plugin_map
+    data = dict(seen.plugin_data or {})
+    assignment = assign(policies, seen.nodes)
+    results = {p.name: result_of(p, cfg.mps_root) for p in policies}
+    nv_now = _entries(seen.hami_nvidia, hami.NVIDIA_LIST, hami.NVIDIA_FIELDS)
+    asc_now = _entries(seen.hami_ascend, hami.ASCEND_LIST, hami.ASCEND_FIELDS)
+    targets: dict[str, configmap.Target] = {}
+    nv_want: dict[str, Mapping[str, Any]] = {}
+    asc_want: dict[str, Mapping[str, Any]] = {}
+    node_changes: dict[str, Change] = {}
+    waiting: dict[str, Change] = {}
+    failed: dict[str, list[RuleError]] = defaultdict(list)
+    for node in sorted(seen.nodes, key=lambda n: n.name):
+        nv_old = nv_now.get(node.name) if node.name in seen.hami_nvidia_managed else None
+        asc_old = asc_now.get(node.name) if node.name in seen.hami_ascend_managed else None
+        owner = assignment.owner.get(node.name)
+        result = results.get(owner) if owner else None
+        hold = node.name in assignment.held or (result is not None and not result.valid)
+        checkable = result is not None and result.valid and result.config is not None
+        if (
+            checkable
+            and result is not None
+            and result.config is not None
+            and node.vendor == "nvidia"
+        ):
+            failures = node_rules.check(result.config, node)
+            failed[result.name].extend(failures)
+            hold = hold or bool(failures)
+        target, nv_new, asc_new = _wanted(node, result, ref)
+        if not hold:
+            old = _effective(node, data, ref, nv_old, asc_old)
+            new = _target_effective(
+                target=target, nv=nv_new, asc=asc_new, nv_old=nv_old, data=data, result=result
+            )
+            change = changes.classify(old, new, node.name)
+            if change.disruptive and node.name not in cleared:
+                waiting[node.name] = change
+                hold = True
+            elif change.kind != "none":
+                node_changes[node.name] = change
+        if hold:
+            target, nv_new, asc_new = None, nv_old, asc_old
+        if target is not None:
+            targets[node.name] = target
+        if nv_new:
+            nv_want[node.name] = nv_new
+        if asc_new:
+            asc_want[node.name] = asc_new
+    results = {n: replace(r, node_errors=tuple(failed[n])) for n, r in results.items()}
+    contents = {r.key: r.content for r in results.values() if r.valid and r.key and r.content}
+    managed = configmap.managed_keys(seen.plugin_annotations)
+    cm = configmap.plan(
+        ref, data, managed=managed, contents=contents, nodes=seen.nodes, targets=targets
+    )
+    nv = hami.plan_entries(
+        seen.hami_nvidia,
+        list_key=hami.NVIDIA_LIST,
+        owned=hami.NVIDIA_FIELDS,
+        desired=nv_want,
+        managed=seen.hami_nvidia_managed,
+        where=cfg.hami_nvidia_where,
+    )
+    asc = hami.plan_entries(
+        seen.hami_ascend,
+        list_key=hami.ASCEND_LIST,
+        owned=hami.ASCEND_FIELDS,
+        desired=asc_want,
+        managed=seen.hami_ascend_managed,
+        where=cfg.hami_ascend_where,
+    )
+    return SharingPlan(assignment, results, cm, nv, asc, node_changes, waiting)
+
+
+def _wanted(
+    node: NodeFacts, result: PolicyResult | None, ref: configmap.ConfigMapRef
+) -> tuple[configmap.Target | None, Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """Label target, HAMi NVIDIA fields and Ascend fields the node should get."""
+    release = configmap.Target(ref.default_key) if node.applied_config is not None else None
+    if result is None:
+        return release, None, None
+    if node.vendor == "ascend":
+        return None, None, result.ascend_fields
+    if node.vendor != "nvidia":
+        return None, None, None
+    if result.hami_fields is not None:
+        return release, result.hami_fields, None
+    if result.key is None:
+        return release, None, None
+    return configmap.Target(result.key, result.name), None, None
+
+
+def _effective(
+    node: NodeFacts,
+    data: Mapping[str, str],
+    ref: configmap.ConfigMapRef,
+    nv: Mapping[str, Any] | None,
+    asc: Mapping[str, Any] | None,
+) -> Effective | None:
+    if nv:
+        return changes.with_ascend(changes.of_hami(nv), asc)
+    key = node.plugin_config or ref.default_key
+    config, _ = parsing.parse(data.get(key, configmap.DEFAULT_CONTENT))
+    base = changes.of_device_plugin(config) if config is not None else None
+    return changes.with_ascend(base, asc) if base is not None else None
+
+
+def _target_effective(
+    *,
+    target: configmap.Target | None,
+    nv: Mapping[str, Any] | None,
+    asc: Mapping[str, Any] | None,
+    nv_old: Mapping[str, Any] | None,
+    data: Mapping[str, str],
+    result: PolicyResult | None,
+) -> Effective:
+    """What the node runs once the plan is applied."""
+    if nv:
+        return changes.with_ascend(changes.of_hami(nv), asc)
+    moving = target is not None and target.policy is not None
+    if moving and result is not None and result.config is not None:
+        return changes.with_ascend(changes.of_device_plugin(result.config), asc)
+    if nv_old:  # released by HAMi: its plugin stays and falls back to its own defaults
+        return changes.with_ascend(changes.of_hami({}), asc)
+    parsed, _ = parsing.parse(data.get(target.key, "") if target else "")
+    config = parsed or device_plugin.DevicePluginConfig()
+    return changes.with_ascend(changes.of_device_plugin(config), asc)
+
+
+def _entries(
+    document: Mapping[str, Any] | None, list_key: str, owned: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """Tessera-owned fields of each node's entry, by node name."""
+    entries = (document or {}).get(list_key) or []
+    return {
+        str(e["name"]): {k: e[k] for k in owned if k in e}
+        for e in entries
+        if isinstance(e, dict) and "name" in e
+    }

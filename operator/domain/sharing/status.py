@@ -1,0 +1,110 @@
+"""A SharingPolicy's status: its nodes, what they advertise, and one Verdict.
+
+Advertised capacity is what the device plugin will register once the config
+is in force: devices x replicas per node (GFD ``gpu.count`` for whole GPUs,
+the MIG counts under ``mixed``), summed over the nodes the policy governs.
+HAMi-core registers ``deviceSplitCount`` slots per GPU; HAMi's MIG mode
+depends on NVML discovery on the node and is not predicted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tessera.domain.conditions import Status, Verdict
+
+from .assignment import Conflict
+from .device_plugin import GPU
+from .nodes import NodeFacts
+from .outcomes import PolicyResult
+from .planning import SharingPlan
+from .rules import summary
+
+
+@dataclass(frozen=True)
+class Summary:
+    verdict: Verdict
+    config_key: str = ""
+    matched: int = 0  # nodes it governs or contends for at the top priority
+    applied: int = 0
+    conflicted: int = 0
+    advertised: Mapping[str, str] = field(default_factory=dict)
+
+
+def advertised(result: PolicyResult, node: NodeFacts) -> dict[str, int]:
+    """Resources ``node`` advertises under ``result``'s config."""
+    out: Counter[str] = Counter()
+    if node.vendor == "nvidia" and result.config is not None:
+        cfg = result.config
+        if node.gpus:
+            out[cfg.advertised_as(GPU)] += node.gpus * cfg.replicas_of(GPU)
+        for resource, count in sorted(node.mig_devices.items()):
+            out[cfg.advertised_as(resource)] += count * cfg.replicas_of(resource)
+    hami = result.hami_fields or {}
+    if node.vendor == "nvidia" and hami.get("operatingmode") == "hami-core" and node.gpus:
+        out[GPU] += node.gpus * int(hami["devicesplitcount"])
+    soft = result.ascend_fields or {}
+    if node.vendor == "ascend" and soft.get("hami-vnpu-core") and node.npu_resource:
+        out[node.npu_resource] += node.npus * int(soft["vDeviceCount"])
+    return dict(out)
+
+
+def summarize(plan: SharingPlan, policy: str, nodes: Iterable[NodeFacts]) -> Summary:
+    result = plan.results[policy]
+    governed = set(plan.assignment.nodes_of(policy))
+    conflicts = plan.assignment.conflicts_of(policy)
+    contended = {n for c in conflicts for n in c.nodes}
+    pending = _pending(plan, governed, result)
+    total: Counter[str] = Counter()
+    for node in nodes:
+        if node.name in governed and node.name not in pending:
+            total.update(advertised(result, node))
+    applied = len(governed - pending)
+    return Summary(
+        config_key=result.key or "",
+        matched=len(governed | contended),
+        applied=applied,
+        conflicted=len(contended),
+        advertised={k: str(v) for k, v in sorted(total.items()) if v},
+        verdict=_verdict(plan, result, governed, applied, conflicts),
+    )
+
+
+def _pending(plan: SharingPlan, governed: set[str], result: PolicyResult) -> set[str]:
+    """Governed nodes that do not run this policy's config after this pass."""
+    moving = {c.node for c in plan.device_plugin.labels}
+    moving |= {e.node for e in result.node_errors if e.node}
+    moving |= set(plan.awaiting_rollout)
+    moving |= set(plan.changes)  # until the next pass observes the write
+    return (moving & governed) if result.valid else set(governed)
+
+
+def _verdict(
+    plan: SharingPlan,
+    result: PolicyResult,
+    governed: set[str],
+    applied: int,
+    conflicts: Iterable[Conflict],
+) -> Verdict:
+    true: Status = "True"
+    extra = tuple(("BackendFallback", true, "HAMiHasNoMPS", n) for n in result.notices)
+    if result.errors:
+        return Verdict("stalled", "InvalidSpec", summary(result.errors), extra)
+    found = tuple(conflicts)
+    if found:
+        text = "; ".join(c.message for c in found)
+        return Verdict("stalled", "Conflict", text, extra)
+    if result.node_errors:
+        return Verdict("stalled", "InvalidSpec", summary(result.node_errors), extra)
+    waiting = sorted(set(plan.awaiting_rollout) & governed)
+    if waiting:
+        why = plan.awaiting_rollout[waiting[0]].reason
+        message = f"{len(waiting)} node(s) wait for the cordon/drain rollout ({why})"
+        return Verdict("progressing", "RollingOut", message, extra)
+    if applied < len(governed):
+        message = f"applied on {applied} of {len(governed)} nodes"
+        return Verdict("progressing", "RollingOut", message, extra)
+    message = f"{applied} node(s) run {result.key or result.backend}"
+    return Verdict("ready", "Applied", message, extra)
