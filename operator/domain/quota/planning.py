@@ -1,0 +1,146 @@
+"""From a TenantQuota and the quotas seen, the writes that bring the cluster in line.
+
+The plan is a value: the controller logs each action's ``reason``, applies
+``next_wave`` and reconciles again, once per pass. Wave 1 holds everything
+that can only tighten the tenant's limits or that needs no ordering: creates
+(pinned at the namespace's usage), decreases, deletes of namespaces that left,
+and changes to resources without a ``total``. Wave 2 raises limits towards
+their target and is released only when wave 1 is empty and the quota
+controller has enforced every Tessera quota (``status.hard == spec.hard``),
+which is why ``next_wave`` withholds it until then (see ``allocation``).
+
+A namespace that left the tenant loses its quota in wave 1, unless another
+tenant now owns it and has no quota there yet, or it is contested: deleting
+then would leave it with no limit at all, so the delete is *held* until the
+new owner's quota exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
+
+from . import objects
+from .allocation import Slot, allocate, step_down
+from .membership import Membership
+from .objects import SeenQuota
+from .quantities import counts
+
+Limits = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Action:
+    verb: Literal["create", "update", "delete"]
+    namespace: str
+    name: str
+    reason: str
+    manifest: Mapping[str, Any] | None = None  # None for delete
+    resource_version: str | None = None  # the version this write was computed from
+
+
+@dataclass(frozen=True)
+class Plan:
+    wave1: tuple[Action, ...]
+    wave2: tuple[Action, ...]
+    targets: Mapping[str, Limits]  # namespace → resource → limit once both waves land
+    unconfirmed: tuple[str, ...] = ()  # namespaces whose status.hard lags spec.hard
+    held: tuple[str, ...] = ()  # deletes held until the namespace's new owner has a quota
+    over_total: tuple[str, ...] = ()  # resources whose usage alone exceeds the total
+
+    @property
+    def next_wave(self) -> tuple[Action, ...]:
+        """What the controller may write now; empty while waiting for confirmation."""
+        if self.wave1:
+            return self.wave1
+        return () if self.unconfirmed else self.wave2
+
+    @property
+    def settled(self) -> bool:
+        return not (self.wave1 or self.wave2 or self.unconfirmed or self.held)
+
+
+def plan(
+    tenant: str, spec: TenantQuotaSpec, membership: Membership, seen: Iterable[SeenQuota]
+) -> Plan:
+    """The plan for ``tenant``; ``seen`` holds every Tessera quota observed, of any tenant."""
+    seen = tuple(seen)
+    hard = counts(spec.hard, what="spec.hard")
+    total = counts(spec.total or {}, what="spec.total")
+    members = membership.namespaces_of(tenant)
+    mine = {q.namespace: q for q in seen if q.tenant == tenant}
+    target: dict[str, dict[str, int]] = {ns: {} for ns in members}
+    first: dict[str, dict[str, int]] = {ns: {} for ns in members}
+    over: list[str] = []
+    for resource in sorted(hard.keys() | total.keys()):
+        if resource not in total:
+            for ns in members:
+                target[ns][resource] = first[ns][resource] = hard[resource]
+            continue
+        slots = [_slot(ns, resource, mine.get(ns)) for ns in members]
+        allocation = allocate(total[resource], hard.get(resource), slots)
+        if allocation.over_total:
+            over.append(resource)
+        for slot in slots:
+            target[slot.namespace][resource] = allocation.targets[slot.namespace]
+            first[slot.namespace][resource] = step_down(slot, allocation.targets[slot.namespace])
+    wave1: list[Action] = []
+    wave2: list[Action] = []
+    for ns in members:
+        lower, raise_ = _writes(tenant, ns, mine.get(ns), first=first[ns], target=target[ns])
+        wave1.extend(lower)
+        wave2.extend(raise_)
+    held: list[str] = []
+    owned_elsewhere = {(q.namespace, q.tenant) for q in seen}
+    for ns, quota in sorted(mine.items()):
+        if ns in members:
+            continue
+        heir = membership.owner.get(ns)
+        if ns in membership.contested or (heir and (ns, heir) not in owned_elsewhere):
+            held.append(ns)
+            continue
+        reason = f"namespace {ns} no longer belongs to tenant {tenant}"
+        wave1.append(Action("delete", ns, objects.quota_name(tenant), reason, None, _rv(quota)))
+    unconfirmed = tuple(ns for ns in members if ns in mine and not mine[ns].confirmed)
+    return Plan(tuple(wave1), tuple(wave2), target, unconfirmed, tuple(held), tuple(over))
+
+
+def _slot(namespace: str, resource: str, quota: SeenQuota | None) -> Slot:
+    if quota is None:
+        return Slot(namespace, used=0)
+    return Slot(namespace, quota.used.get(resource, 0), quota.hard.get(resource))
+
+
+def _writes(
+    tenant: str, ns: str, quota: SeenQuota | None, *, first: Limits, target: Limits
+) -> tuple[list[Action], list[Action]]:
+    """One namespace's wave-1 and wave-2 writes."""
+    name = objects.quota_name(tenant)
+    lower: list[Action] = []
+    if quota is None:
+        reason = f"tenant {tenant} selects namespace {ns}: {_diff({}, first)}"
+        lower.append(Action("create", ns, name, reason, objects.manifest(tenant, ns, first)))
+    elif dict(first) != dict(quota.hard) or quota.stray:
+        stray = f"; drop {', '.join(quota.stray)}" if quota.stray else ""
+        body = objects.manifest(tenant, ns, first)
+        lower.append(Action("update", ns, name, _diff(quota.hard, first) + stray, body, _rv(quota)))
+    if dict(target) == dict(first):
+        return lower, []
+    body = objects.manifest(tenant, ns, target)
+    return lower, [Action("update", ns, name, _diff(first, target), body, _rv(quota))]
+
+
+def _diff(before: Limits, after: Limits) -> str:
+    changes = [
+        f"{r} {before.get(r, 'unset')}→{after.get(r, 'unset')}"
+        for r in sorted(before.keys() | after.keys())
+        if before.get(r) != after.get(r)
+    ]
+    return ", ".join(changes) or "no limit change"
+
+
+def _rv(quota: SeenQuota | None) -> str | None:
+    return quota.resource_version if quota is not None else None

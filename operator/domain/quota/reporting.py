@@ -1,0 +1,125 @@
+"""A TenantQuota's status: usage, limits, capacity, and the verdict behind its conditions.
+
+Computed in one place from the same observations the plan came from, so the
+status describes exactly what this reconcile saw. Usage comes from the
+ResourceQuotas' ``status.used``, which the API server's quota admission and
+the quota controller maintain; Tessera does not count pods itself.
+
+``Overcommitted`` compares what all tenants together promise with what the
+cluster's pools advertise. A tenant promises its ``total`` where it has one,
+else ``hard`` times its namespaces. A resource nothing advertises has capacity
+0. Overcommitment is allowed (quotas are ceilings, not reservations), so it is
+reported beside ``Ready``, never as a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from tessera.api.v1alpha1.tenantquota import NamespaceQuota, TenantQuotaSpec, TenantQuotaStatus
+from tessera.domain.conditions import Status, Verdict
+
+from .membership import Membership
+from .objects import SeenQuota
+from .planning import Plan
+from .quantities import counts
+
+OVERCOMMITTED = "Overcommitted"
+ROWS = 100  # status.perNamespace is bounded; the rest are summed but not listed
+_NAMED = 5  # tenants named per resource in the Overcommitted message
+
+
+def commitment(spec: TenantQuotaSpec, namespaces: int) -> dict[str, int]:
+    """What one tenant promises, per resource."""
+    hard = counts(spec.hard, what="spec.hard")
+    promised = {r: n * namespaces for r, n in hard.items()}
+    promised.update(counts(spec.total or {}, what="spec.total"))
+    return promised
+
+
+def overcommitted(
+    tenant: str, commitments: Mapping[str, Mapping[str, int]], capacity: Mapping[str, int]
+) -> tuple[str, Status, str, str]:
+    """The Overcommitted condition of ``tenant``, given every tenant's commitment."""
+    over: list[str] = []
+    for resource in sorted(commitments.get(tenant, {})):
+        takers = {t: c[resource] for t, c in sorted(commitments.items()) if c.get(resource)}
+        promised, advertised = sum(takers.values()), capacity.get(resource, 0)
+        if promised > advertised:
+            named = ", ".join(f"{t} ({n})" for t, n in list(takers.items())[:_NAMED])
+            more = len(takers) - _NAMED
+            named += f" and {more} more" if more > 0 else ""
+            over.append(f"{resource}: tenants {named} promise {promised} > capacity {advertised}")
+    if over:
+        return (OVERCOMMITTED, "True", "TotalsExceedCapacity", "; ".join(over))
+    return (OVERCOMMITTED, "False", "WithinCapacity", "the tenants' totals fit the capacity")
+
+
+def verdict(
+    tenant: str, plan: Plan, membership: Membership, overcommit: tuple[str, Status, str, str]
+) -> Verdict:
+    """Stalled on a conflict; Reconciling while waves, confirmations or handovers are pending."""
+    extra = (overcommit,)
+    conflicts = membership.conflicts_of(tenant)
+    if conflicts:
+        message = "; ".join(c.message for c in conflicts)
+        return Verdict("stalled", "Conflict", message, extra)
+    if plan.wave1 or plan.wave2:
+        steps = len(plan.wave1) + len(plan.wave2)
+        return Verdict("progressing", "ApplyingQuotas", f"{steps} quota writes pending", extra)
+    if plan.unconfirmed:
+        waiting = ", ".join(plan.unconfirmed)
+        message = f"waiting for the quota controller to enforce new limits in {waiting}"
+        return Verdict("progressing", "AwaitingQuotaController", message, extra)
+    if plan.held:
+        message = f"keeping quotas in {', '.join(plan.held)} until their new tenant's quota exists"
+        return Verdict("progressing", "HandingOver", message, extra)
+    if plan.over_total:
+        message = (
+            f"usage of {', '.join(plan.over_total)} exceeds the total; nothing new is admitted "
+            "until pods finish"
+        )
+        return Verdict("progressing", "UsageOverTotal", message, extra)
+    namespaces = len(plan.targets)
+    return Verdict("ready", "QuotasApplied", f"quotas in force in {namespaces} namespaces", extra)
+
+
+def status(
+    spec: TenantQuotaSpec,
+    plan: Plan,
+    seen: Iterable[SeenQuota],
+    capacity: Mapping[str, int],
+    *,
+    tenant: str,
+    generation: int,
+    conditions: Iterable[Mapping[str, object]] = (),
+) -> TenantQuotaStatus:
+    """The whole status stanza; ``conditions`` come from ``conditions_for(verdict(...))``."""
+    members = sorted(plan.targets)
+    mine = {q.namespace: q for q in seen if q.tenant == tenant and q.namespace in plan.targets}
+    used: dict[str, int] = {}
+    for quota in mine.values():
+        for resource, n in quota.used.items():
+            used[resource] = used.get(resource, 0) + n
+    resources = sorted(spec.hard.keys() | (spec.total or {}).keys())
+    rows = [
+        NamespaceQuota(namespace=ns, hard=_text(mine[ns].hard), used=_text(mine[ns].used))
+        if ns in mine
+        else NamespaceQuota(namespace=ns)
+        for ns in members[:ROWS]
+    ]
+    return TenantQuotaStatus.model_validate(
+        {
+            "observedGeneration": generation,
+            "namespaces": len(members),
+            "used": _text(used),
+            "total": _text(counts(spec.total or {}, what="spec.total")),
+            "capacity": {r: str(capacity.get(r, 0)) for r in resources},
+            "perNamespace": [r.model_dump(by_alias=True) for r in rows],
+            "conditions": list(conditions),
+        }
+    )
+
+
+def _text(values: Mapping[str, int]) -> dict[str, str]:
+    return {k: str(v) for k, v in sorted(values.items())}
