@@ -62,3 +62,12 @@ HAMI_ASCEND_CONFIGMAP_KEY = "node-config.yaml"
 # On a HAMi ConfigMap: the nodes whose entries Tessera owns fields of (comma list, sorted).
 MANAGED_NODES_ANNOTATION = "tessera.io/managed-nodes"
 DRAIN_SKIP_LABEL = "tessera.io/drain.skip"
+# --- NodePoolGeometry (mig-parted ConfigMap read by the GPU Operator's MIG manager) ---
+# Point the GPU Operator at it with migManager.config.name; the key must be config.yaml.
+MIG_PARTED_CONFIGMAP_NAMESPACE = "gpu-operator"
+MIG_PARTED_CONFIGMAP_NAME = "tessera-mig-parted-config"
+MIG_PARTED_CONFIGMAP_KEY = "config.yaml"
+# Tessera's Ascend vNPU agent reads its configs from this ConfigMap.
+VNPU_CONFIGMAP_NAMESPACE = "tessera-system"
+VNPU_CONFIGMAP_NAME = "tessera-vnpu-config"
+VNPU_CONFIGMAP_KEY = "config.yaml"

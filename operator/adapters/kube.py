@@ -143,6 +143,14 @@ class Kube:
                 return
             query["continue"] = token
 
+    def list_with_version(
+        self, path: str, *, label_selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        """One unpaginated list and its resourceVersion, the starting point of a watch."""
+        query: dict[str, str | int] = {"labelSelector": label_selector} if label_selector else {}
+        page = self._call("GET", path, query=query)
+        return page.get("items", []), str(page.get("metadata", {}).get("resourceVersion", ""))
+
     def create(self, path: str, body: Mapping[str, Any]) -> Obj:
         self.writes.add("create")
         return self._call("POST", path, body=body)
@@ -166,6 +174,59 @@ class Kube:
             if err.not_found:
                 return None
             raise
+
+    def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str = "",
+        label_selector: str | None = None,
+        timeout_seconds: int = 60,
+    ) -> Iterator[tuple[str, Obj]]:
+        """Stream ``(type, object)`` watch events until the server closes the stream.
+
+        Yields ``("ERROR", status)`` when the resource version is too old; the
+        caller re-lists. Used by the simulated node agents, not by the
+        operator (kopf runs its own watches).
+        """
+        query: dict[str, str | int] = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_seconds,
+        }
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        if label_selector:
+            query["labelSelector"] = label_selector
+        method, url, headers, _, _ = self._api.param_serialize(
+            "GET",
+            path,
+            query_params=list(query.items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._api.call_api(
+                method, url, header_params=headers, _request_timeout=timeout_seconds + 10
+            )
+        except (client.ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise ApiError(0, "TransportError", str(exc)) from None
+        raw = response.response
+        try:
+            if not 200 <= response.status < 300:
+                raise _api_error(response.status, response.reason or "", raw.read())
+            buffer = b""
+            for chunk in raw.stream(65536):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        event = json.loads(line)
+                        yield event["type"], event["object"]
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, "TransportError", str(exc)) from None
+        finally:
+            raw.release_conn()
 
     # -- transport -----------------------------------------------------------------------------
 

@@ -1,0 +1,259 @@
+"""What a GPU node's agents would do, simulated over the real label protocols.
+
+On a real node three NVIDIA components turn labels and ConfigMaps into
+allocatable resources: the MIG manager (``nvidia.com/mig.config`` →
+``nvidia.com/mig.config.state`` pending/success/failed, reading the
+mig-parted ConfigMap), the device plugin's config-manager
+(``nvidia.com/device-plugin.config`` → a key of the device-plugin ConfigMap)
+and GPU Feature Discovery (labels). This agent plays all three for every
+simulated GPU node, so Tessera is tested against the protocol, not against
+itself. Fault injection by node annotation: ``sim.tessera.io/mig-fail``
+makes the MIG manager report failed, ``sim.tessera.io/mig-stuck`` leaves it
+pending forever.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.api import constants as c
+from tessera.domain.geometry import catalog, placement
+
+from .informer import Informer
+
+APPLIED_MIG = "sim.tessera.io/mig-applied"
+APPLIED_PLUGIN = "sim.tessera.io/device-plugin-applied"
+PLUGIN_ERROR = "sim.tessera.io/device-plugin-error"
+FAIL = "sim.tessera.io/mig-fail"
+STUCK = "sim.tessera.io/mig-stuck"
+
+
+@dataclass(frozen=True)
+class Names:
+    mig_namespace: str = c.MIG_PARTED_CONFIGMAP_NAMESPACE
+    mig_name: str = c.MIG_PARTED_CONFIGMAP_NAME
+    plugin_namespace: str = c.DEVICE_PLUGIN_CONFIGMAP_NAMESPACE
+    plugin_name: str = c.DEVICE_PLUGIN_CONFIGMAP_NAME
+
+
+class MigError(ValueError):
+    """The MIG manager would fail to apply this config."""
+
+
+def mig_resources(
+    model_id: str, gpu_count: int, entries: list[Mapping[str, Any]], strategy: str
+) -> dict[str, int]:
+    """Resources the device plugin advertises for a mig-parted config on this node."""
+    model = catalog.resolve(model_id)
+    per_gpu: list[dict[str, int]] = [{} for _ in range(gpu_count)]
+    enabled = [False] * gpu_count
+    for entry in entries:
+        devices = entry.get("devices", "all")
+        indexes = range(gpu_count) if devices == "all" else [i for i in devices if i < gpu_count]
+        for i in indexes:
+            enabled[i] = bool(entry.get("mig-enabled", False))
+            per_gpu[i] = dict(entry.get("mig-devices") or {}) if enabled[i] else {}
+    out: dict[str, int] = {}
+    for i in range(gpu_count):
+        if not enabled[i]:
+            out["nvidia.com/gpu"] = out.get("nvidia.com/gpu", 0) + 1
+            continue
+        answer = placement.place(model, per_gpu[i])
+        if not answer.valid:
+            raise MigError(f"GPU {i}: {answer.reason}")
+        for profile, count in per_gpu[i].items():
+            key = "nvidia.com/gpu" if strategy == "single" else f"nvidia.com/mig-{profile}"
+            out[key] = out.get(key, 0) + count
+    return out
+
+
+def shared_resources(
+    base: Mapping[str, int], config: Mapping[str, Any] | None
+) -> tuple[dict[str, int], int, str]:
+    """Apply a device-plugin config's sharing section: (resources, replicas, strategy label)."""
+    sharing = (config or {}).get("sharing") or {}
+    strategy, section = "none", None
+    if sharing.get("timeSlicing"):
+        strategy, section = "time-slicing", sharing["timeSlicing"]
+    elif sharing.get("mps"):
+        strategy, section = "mps", sharing["mps"]
+    if section is None:
+        return dict(base), 1, strategy
+    rules = {r["name"]: r for r in section.get("resources", [])}
+    out: dict[str, int] = {}
+    replicas_label = 1
+    for name, count in base.items():
+        rule = rules.get(name)
+        if rule is None:
+            out[name] = out.get(name, 0) + count
+            continue
+        replicas = int(rule.get("replicas", 1))
+        renamed = rule.get("rename") or (
+            f"{name}.shared" if section.get("renameByDefault") else name
+        )
+        out[renamed] = out.get(renamed, 0) + count * replicas
+        if name == "nvidia.com/gpu" or replicas_label == 1:
+            replicas_label = replicas
+    return out, replicas_label, strategy
+
+
+class GpuNodeAgents:
+    def __init__(
+        self, kube: Kube, *, reconfigure_seconds: float = 0.5, names: Names = Names()
+    ) -> None:
+        self.kube = kube
+        self.delay = reconfigure_seconds
+        self.names = names
+        self.informer = Informer(kube, "/api/v1/nodes", self._on_node, name="sim-gpu-agents")
+        self._busy: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> GpuNodeAgents:
+        self.informer.start()
+        return self
+
+    def stop(self) -> None:
+        self.informer.stop()
+
+    # -- reactions ---------------------------------------------------------------------------
+
+    def _on_node(self, kind: str, node: dict[str, Any]) -> None:
+        labels = node["metadata"].get("labels", {})
+        if kind == "DELETED" or c.GPU_PRODUCT_LABEL not in labels:
+            return
+        ann = node["metadata"].get("annotations", {})
+        name = node["metadata"]["name"]
+        wanted = labels.get(c.MIG_CONFIG_LABEL)
+        state = labels.get(c.MIG_CONFIG_STATE_LABEL)
+        if wanted and (ann.get(APPLIED_MIG) != wanted or state not in ("success", "failed")):
+            if state != "pending":
+                self._label(name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
+            if ann.get(STUCK) != "true" and self._claim(name, wanted):
+                timer = threading.Timer(self.delay, self._apply_mig, args=(name, wanted))
+                timer.daemon = True
+                timer.start()
+            return
+        plugin_key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
+        if plugin_key != ann.get(APPLIED_PLUGIN, ""):
+            self._refresh(name)
+
+    def _claim(self, node: str, config: str) -> bool:
+        with self._lock:
+            if (node, config) in self._busy:
+                return False
+            self._busy.add((node, config))
+            return True
+
+    def _apply_mig(self, name: str, wanted: str) -> None:
+        try:
+            node = self.kube.get(path_of("v1", "nodes", name))
+            if node["metadata"].get("labels", {}).get(c.MIG_CONFIG_LABEL) != wanted:
+                return  # the label moved on while we "reconfigured"
+            if node["metadata"].get("annotations", {}).get(FAIL) == "true":
+                raise MigError("injected failure")
+            self._mig_entries(wanted)  # a missing config fails like mig-parted does
+            self._label(name, {c.MIG_CONFIG_STATE_LABEL: "success"}, {APPLIED_MIG: wanted})
+            self._refresh(name)
+        except (MigError, KeyError) as err:
+            self._label(
+                name,
+                {c.MIG_CONFIG_STATE_LABEL: "failed"},
+                {APPLIED_MIG: wanted, "sim.tessera.io/mig-error": str(err)},
+            )
+        finally:
+            with self._lock:
+                self._busy.discard((name, wanted))
+
+    def _refresh(self, name: str) -> None:
+        """Recompute what the device plugin advertises and what GFD labels say."""
+        node = self.kube.get(path_of("v1", "nodes", name))
+        labels = node["metadata"].get("labels", {})
+        model = labels[c.GPU_PRODUCT_LABEL]
+        count = int(labels.get(c.GPU_COUNT_LABEL, "0"))
+        strategy = labels.get(c.MIG_STRATEGY_LABEL, "mixed")
+        applied_mig = node["metadata"].get("annotations", {}).get(APPLIED_MIG)
+        entries = (
+            self._mig_entries(applied_mig)
+            if applied_mig and labels.get(c.MIG_CONFIG_STATE_LABEL) == "success"
+            else []
+        )
+        try:
+            base = mig_resources(model, count, entries, strategy)
+        except MigError:
+            return
+        key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
+        config, error = self._plugin_config(key)
+        if error:
+            self._label(name, {}, {PLUGIN_ERROR: error, APPLIED_PLUGIN: key})
+            return
+        resources, replicas, sharing = shared_resources(base, config)
+        self._set_resources(node, resources)
+        self._label(
+            name,
+            {c.GPU_REPLICAS_LABEL: str(replicas), c.GPU_SHARING_STRATEGY_LABEL: sharing},
+            {APPLIED_PLUGIN: key, PLUGIN_ERROR: None},
+        )
+
+    # -- API plumbing ------------------------------------------------------------------------
+
+    def _mig_entries(self, config_name: str) -> list[Mapping[str, Any]]:
+        cm = self.kube.get_or_none(
+            path_of("v1", "configmaps", self.names.mig_name, self.names.mig_namespace)
+        )
+        data = yaml.safe_load((cm or {}).get("data", {}).get(c.MIG_PARTED_CONFIGMAP_KEY, "")) or {}
+        configs = data.get("mig-configs", {})
+        if config_name not in configs:
+            raise MigError(f"config {config_name!r} not found in mig-parted ConfigMap")
+        entries: list[Mapping[str, Any]] = configs[config_name]
+        return entries
+
+    def _plugin_config(self, key: str) -> tuple[Mapping[str, Any] | None, str]:
+        if not key:
+            return None, ""
+        cm = self.kube.get_or_none(
+            path_of("v1", "configmaps", self.names.plugin_name, self.names.plugin_namespace)
+        )
+        data = (cm or {}).get("data", {})
+        if key not in data:
+            return None, f"config-manager: no config named {key!r} in the device-plugin ConfigMap"
+        loaded: Mapping[str, Any] = yaml.safe_load(data[key]) or {}
+        return loaded, ""
+
+    def _set_resources(self, node: dict[str, Any], resources: Mapping[str, int]) -> None:
+        status = node.get("status", {})
+        keep = {
+            k: v
+            for k, v in status.get("allocatable", {}).items()
+            if not k.startswith("nvidia.com/")
+        }
+        wanted = {**keep, **{k: str(v) for k, v in resources.items()}}
+        if wanted == status.get("allocatable"):
+            return
+        patch = [
+            {"op": "replace", "path": "/status/allocatable", "value": wanted},
+            {"op": "replace", "path": "/status/capacity", "value": wanted},
+        ]
+        self.kube.patch(
+            path_of("v1", "nodes", node["metadata"]["name"]) + "/status", patch, kind="json"
+        )
+
+    def _label(
+        self,
+        name: str,
+        labels: Mapping[str, str | None],
+        annotations: Mapping[str, str | None] | None = None,
+    ) -> None:
+        meta: dict[str, Any] = {"labels": dict(labels)}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        try:
+            self.kube.patch(path_of("v1", "nodes", name), {"metadata": meta})
+        except ApiError as err:
+            if not err.not_found:
+                raise
