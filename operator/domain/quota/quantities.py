@@ -28,7 +28,9 @@ _SUFFIXES = {
     "Pi": 2**50,
     "Ei": 2**60,
 }
-_QUANTITY = re.compile(r"^\+?(?P<digits>[0-9]+)(?:(?P<suffix>[kMGTPE]i?)|[eE](?P<exp>[0-9]+))?$")
+_QUANTITY = re.compile(
+    r"^\+?(?P<digits>[0-9]+)(?:(?P<suffix>[KMGTPE]i|[kMGTPE])|[eE](?P<exp>[0-9]+))?$"
+)
 
 
 class QuantityError(ValueError):
