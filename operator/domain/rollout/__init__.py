@@ -1,1 +1,60 @@
-"""tessera.domain.rollout."""
+"""tessera.domain.rollout: the pure, crash-safe, node-by-node rollout engine.
+
+Public surface (import the modules, or these names):
+
+- ``planning.plan(pool, policy, desired, nodes, pods, pdbs, now, approved_hash) -> Plan``
+- ``backout.backout(pool, policy, nodes, now) -> Backout`` (deletion / finalizer)
+- ``views``: ``NodeView``, ``PodView``, ``PdbView``, ``DesiredNode``, ``Taint``
+- ``state``: ``NodeState``, ``Phase``, ``encode``, ``decode``, ``StateError``
+- ``actions``: the action dataclasses and ``describe``
+"""
+
+from .actions import (
+    Action,
+    AddTaint,
+    ClearNodeState,
+    Cordon,
+    DeletePod,
+    Evict,
+    RemoveTaint,
+    SetNodeLabels,
+    SetNodeState,
+    Uncordon,
+    describe,
+)
+from .backout import Backout, backout
+from .planning import Plan, plan
+from .reporting import NodeReport
+from .state import NodeState, Phase, StateError, TargetSpec, decode, encode
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, Taint
+
+__all__ = [
+    "GEOMETRY_PENDING",
+    "Action",
+    "AddTaint",
+    "Backout",
+    "ClearNodeState",
+    "Cordon",
+    "DeletePod",
+    "DesiredNode",
+    "Evict",
+    "NodeReport",
+    "NodeState",
+    "NodeView",
+    "PdbView",
+    "Phase",
+    "Plan",
+    "PodView",
+    "RemoveTaint",
+    "SetNodeLabels",
+    "SetNodeState",
+    "StateError",
+    "Taint",
+    "TargetSpec",
+    "Uncordon",
+    "backout",
+    "decode",
+    "describe",
+    "encode",
+    "plan",
+]

@@ -1,0 +1,134 @@
+"""Which waiting nodes may start now: the gates, the budget, the pre-flight check.
+
+A node starts only if the rollout is not paused, the maintenance window is
+open, the plan is approved (``approval: Manual``), its drain is not known to
+be impossible (a pod kubectl would refuse to evict: better to report it than
+to leave a node cordoned for nothing, the pre-flight idea of k/k PR #45233),
+and a disruption slot is free. A node that is already unschedulable takes no
+slot (it is already counted as unavailable) and will be left cordoned at the
+end, since Tessera did not cordon it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from . import actions as act
+from . import gates, selection, targets
+from .machine import Context
+from .outcome import Outcome, Problem
+from .state import NodeState, Phase
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView
+
+
+def disrupted(nodes: Sequence[NodeView], desired: Mapping[str, DesiredNode]) -> set[str]:
+    """Nodes that count against maxUnavailable: cordoned by anyone, NotReady, or mid-change."""
+    out = set()
+    for n in nodes:
+        busy = n.state is not None and n.state.phase != Phase.UPDATED and not n.state.rolled_back
+        if n.name not in desired and not busy:
+            continue
+        if n.unschedulable or not n.ready or busy or n.state_error:
+            out.add(n.name)
+    return out
+
+
+def gate(
+    ctx: Context, desired: Mapping[str, DesiredNode], approved: str | None
+) -> tuple[str, str] | None:
+    """(reason, message) when no new node may start for a pool-wide reason."""
+    policy = ctx.policy
+    if policy.paused:
+        return "RollingOut", "paused (spec.rollout.paused); nodes in flight finish"
+    inside, why = gates.in_window(policy.window, ctx.now)
+    if not inside:
+        return "WaitingForWindow", why
+    digest = targets.plan_hash(ctx.owner, desired)
+    if policy.approval == "Manual" and approved != digest:
+        return "WaitingForApproval", (
+            f"plan {digest} needs approval: annotate the object with tessera.io/approve-plan={digest}"
+        )
+    return None
+
+
+def admit(
+    ctx: Context,
+    desired: Mapping[str, DesiredNode],
+    nodes: Sequence[NodeView],
+    candidates: Sequence[tuple[NodeView, DesiredNode]],
+    approved: str | None,
+) -> tuple[tuple[str, str] | None, list[Outcome]]:
+    """One Outcome per candidate: Cordoned for those admitted, Pending (with why) for the rest."""
+    if not candidates:
+        return None, []
+    closed = gate(ctx, desired, approved)
+    taken = disrupted(nodes, desired)
+    limit = gates.budget(ctx.policy.max_unavailable, len(desired))
+    free = limit - len(taken)
+    pods = {
+        n.name: selection.selected(ctx.pods.get(n.name, ()), ctx.policy.drain)
+        for n, _ in candidates
+    }
+    order = sorted(
+        candidates, key=lambda c: (c[0].name not in taken, len(pods[c[0].name]), c[0].name)
+    )
+    outcomes = []
+    for node, d in order:
+        chosen = pods[node.name]
+        pdbs = {
+            g.ref
+            for p in chosen
+            for g in selection.guarding(p, ctx.pdbs)
+            if g.disruptions_allowed <= 0
+        }
+        hard = [h for p in chosen if (h := selection.hard_blocker(p, ctx.policy.drain, ctx.pdbs))]
+        wait = Outcome(node.name, Phase.PENDING, "", pods_left=len(chosen), blocking_pdbs=pdbs)
+        if hard:
+            wait.why = f"not started, the drain could not finish: {'; '.join(hard)}"
+            wait.problem = Problem("DrainBlocked", wait.why)
+        elif closed is not None:
+            wait.why = closed[1]
+        elif not node.ready:
+            wait.why = f"{node.name} is NotReady"
+        elif node.name not in taken and free <= 0:
+            wait.why = f"waiting for a disruption slot: {len(taken)} of {limit} in use"
+        else:
+            slot = (
+                "already unschedulable, takes no slot and stays cordoned afterwards"
+                if node.name in taken
+                else f"{free} of {limit} disruption slots free"
+            )
+            outcomes.append(start(ctx, node, d, slot, wait))
+            if node.name not in taken:
+                free -= 1
+                taken.add(node.name)
+            continue
+        outcomes.append(wait)
+    return closed, outcomes
+
+
+def start(ctx: Context, node: NodeView, d: DesiredNode, slot: str, wait: Outcome) -> Outcome:
+    """Reserve the node (state written *before* the cordon, with the original schedulability)."""
+    why = f"cordon {node.name}: layout {d.target} differs; {slot}"
+    state = NodeState(
+        phase=Phase.CORDONED,
+        owner=ctx.owner,
+        target=targets.target_of(d),
+        orig=node.unschedulable,
+        since=ctx.now,
+        last_good=targets.snapshot(d, node),
+    )
+    acts: list[act.Action] = []
+    if not node.has_taint(GEOMETRY_PENDING):
+        acts.append(act.AddTaint(node.name, GEOMETRY_PENDING, why))
+    if not node.unschedulable:
+        acts.append(act.Cordon(node.name, why))
+    return Outcome(
+        node.name,
+        Phase.CORDONED,
+        why,
+        state,
+        acts,
+        pods_left=wait.pods_left,
+        blocking_pdbs=wait.blocking_pdbs,
+    )

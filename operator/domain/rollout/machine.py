@@ -1,0 +1,212 @@
+"""The per-node state machine: one step for a node Tessera is changing.
+
+    Cordoned → Draining ⇄ Blocked → Applying → Verifying → Uncordoning → (cleared = Updated)
+                                        ↑           ↓
+                                        └─ Failed ←─┘   (Rollback re-applies the last good layout)
+
+A step looks at the persisted state and the fresh observation only (never at
+what the previous pass *meant* to do), so re-running it after a crash at any
+point repeats nothing unsafe. Releasing a node is in ``releasing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from tessera.api.v1alpha1.common import RolloutSpec
+
+from . import actions as act
+from . import gates, selection, targets
+from .draining import drain_pass
+from .outcome import Outcome, Problem
+from .releasing import release
+from .state import NodeState, Phase, ts
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
+
+UNTOUCHED = (Phase.PENDING, Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED)
+
+
+@dataclass(frozen=True)
+class Context:
+    owner: str
+    policy: RolloutSpec
+    now: datetime
+    pods: Mapping[str, Sequence[PodView]]
+    pdbs: Sequence[PdbView]
+    pdb_budget: MutableMapping[str, int]
+
+    @property
+    def drain_timeout(self) -> timedelta:
+        return gates.duration(self.policy.drain.timeout)
+
+    @property
+    def verify_timeout(self) -> timedelta:
+        return gates.duration(self.policy.verify_timeout)
+
+
+def untouched(s: NodeState) -> bool:
+    """The device has not been asked to change yet, so backing out is always safe."""
+    return s.phase in UNTOUCHED or (s.phase == Phase.APPLYING and s.rollback_of is None)
+
+
+def step(ctx: Context, node: NodeView, s: NodeState, d: DesiredNode) -> Outcome:
+    if d.invalid and untouched(s):
+        return release(
+            node, s, ctx.now, f"back out: layout {d.target} is invalid here: {d.invalid}"
+        )
+    if not d.invalid and d.target != s.goal and s.phase not in (Phase.UNCORDONING, Phase.UPDATED):
+        s = retarget(s, d, ctx.now)
+    match s.phase:
+        case Phase.PENDING | Phase.CORDONED:
+            return cordoned(ctx, node, s)
+        case Phase.DRAINING | Phase.BLOCKED:
+            return draining(ctx, node, s)
+        case Phase.APPLYING:
+            return applying(ctx, node, s)
+        case Phase.VERIFYING:
+            return verifying(ctx, node, s)
+        case Phase.FAILED:
+            return failed(ctx, node, s)
+        case _:
+            return release(node, s, ctx.now, f"layout {s.target.id} verified")
+
+
+def retarget(s: NodeState, d: DesiredNode, now: datetime) -> NodeState:
+    """The spec moved on mid-flight: keep the cordon and the drain, aim at the new layout."""
+    new = replace(s, target=targets.target_of(d), rollback_of=None, rolled_back=False)
+    if s.phase in (Phase.VERIFYING, Phase.FAILED):
+        return new.to(Phase.APPLYING, now, f"target changed from {s.target.id} to {d.target}")
+    return new
+
+
+def hold(node: NodeView, s: NodeState, why: str) -> tuple[NodeState, list[act.Action]]:
+    """Keep the node out of scheduling while Tessera works on it.
+
+    If someone uncordoned the node under us, re-cordon it (as MCO does), and
+    if it was *their* cordon we had inherited, it is now ours to lift later.
+    """
+    out: list[act.Action] = []
+    if not node.has_taint(GEOMETRY_PENDING):
+        out.append(act.AddTaint(node.name, GEOMETRY_PENDING, why))
+    if not node.unschedulable:
+        if s.orig:
+            s = replace(s, orig=False)
+        out.append(act.Cordon(node.name, why))
+    return s, out
+
+
+def cordoned(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+    s2, acts = hold(node, s, f"cordon {node.name} for layout {s.target.id}")
+    if acts:
+        return Outcome(node.name, Phase.CORDONED, "cordon before drain", s2, acts, waiting=True)
+    start = replace(s.to(Phase.DRAINING, ctx.now), drain_started=ctx.now)
+    return draining(ctx, node, start)
+
+
+def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+    s2, acts = hold(node, s, f"re-cordon {node.name}: it was uncordoned during the drain")
+    if acts:
+        return Outcome(node.name, s.phase, "re-cordon before evicting", s2, acts, waiting=True)
+    started = s.drain_started or s.since
+    timed_out = ctx.now - started > ctx.drain_timeout
+    dp = drain_pass(
+        s,
+        pods=ctx.pods.get(node.name, ()),
+        pdbs=list(ctx.pdbs),
+        pdb_budget=ctx.pdb_budget,
+        drain=ctx.policy.drain,
+        now=ctx.now,
+        timed_out=timed_out,
+    )
+    s = replace(s, evictions=dp.evictions)
+    if dp.done:
+        nxt = replace(s.to(Phase.APPLYING, ctx.now), evictions={})
+        return Outcome(node.name, Phase.APPLYING, f"{node.name} drained", nxt)
+    blocked = bool(dp.hard) or (timed_out and (s.phase == Phase.BLOCKED or not dp.actions))
+    left = len(dp.remaining)
+    if blocked:
+        msg = dp.blocker() + (f" (drain started {ts(started)})" if timed_out else "")
+        if s.phase == Phase.BLOCKED:
+            s = replace(s, message=msg)
+        else:
+            s = s.to(Phase.BLOCKED, ctx.now, msg)
+        problem = Problem("DrainBlocked", msg, ts(s.since))
+        return Outcome(
+            node.name,
+            Phase.BLOCKED,
+            f"drain blocked: {msg}",
+            s,
+            dp.actions,
+            None,
+            problem,
+            left,
+            dp.blocking_pdbs,
+        )
+    if s.phase == Phase.BLOCKED:
+        s = s.to(Phase.DRAINING, ctx.now)
+    why = f"draining {node.name}: {left} pod(s) left"
+    return Outcome(
+        node.name, Phase.DRAINING, why, s, dp.actions, None, None, left, dp.blocking_pdbs
+    )
+
+
+def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+    s2, acts = hold(node, s, f"re-cordon {node.name} before changing its layout")
+    if acts:
+        return Outcome(
+            node.name, Phase.APPLYING, "re-cordon before applying", s2, acts, waiting=True
+        )
+    if selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain):
+        again = replace(
+            s.to(Phase.DRAINING, ctx.now, "pods appeared after the drain"), drain_started=ctx.now
+        )
+        return draining(ctx, node, again)
+    patch = targets.labels_to_write(s.target, node)
+    verb = "roll back to" if s.rollback_of else "apply"
+    why = f"{verb} layout {s.target.id} on {node.name}: drained, recount found no pods"
+    acts = [act.SetNodeLabels(node.name, patch, why)] if patch else []
+    return Outcome(node.name, Phase.VERIFYING, why, s.to(Phase.VERIFYING, ctx.now), acts)
+
+
+def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+    patch = targets.labels_to_write(s.target, node)
+    if patch:
+        why = f"request layout {s.target.id} on {node.name} again: its labels differ"
+        return Outcome(
+            node.name, Phase.VERIFYING, why, s, [act.SetNodeLabels(node.name, patch, why)]
+        )
+    agent = targets.agent_state(s.target, node)
+    if agent == targets.FAILED:
+        return fail(ctx, s, node, f"agent reported failed for layout {s.target.id}")
+    if targets.verified(s.target, node):
+        return release(node, s, ctx.now, f"layout {s.target.id} verified", settle=True)
+    missing = targets.alloc_diff(s.target, node) or f"agent state is {agent or 'unset'}"
+    if ctx.now - s.since > ctx.verify_timeout:
+        text = f"layout {s.target.id} not verified within {ctx.policy.verify_timeout}: {missing}"
+        return fail(ctx, s, node, text)
+    s2, acts = hold(node, s, f"re-cordon {node.name} while its layout changes")
+    return Outcome(node.name, Phase.VERIFYING, f"waiting: {missing}", s2, acts, waiting=True)
+
+
+def fail(ctx: Context, s: NodeState, node: NodeView, message: str) -> Outcome:
+    nxt = s.to(Phase.FAILED, ctx.now, message)
+    return Outcome(
+        node.name, Phase.FAILED, message, nxt, problem=Problem("NodeFailed", message, ts(ctx.now))
+    )
+
+
+def failed(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+    good = s.last_good
+    if ctx.policy.on_failure == "Rollback" and good is not None and s.rollback_of is None:
+        why = f"roll back {node.name} to {good.id}: {s.message}"
+        nxt = replace(s.to(Phase.APPLYING, ctx.now), target=good, rollback_of=s.target.id)
+        return Outcome(node.name, Phase.APPLYING, why, nxt)
+    hint = ""
+    if s.rollback_of:
+        hint = f" (rolling back from {s.rollback_of} failed too)"
+    elif ctx.policy.on_failure == "Rollback":
+        hint = " (no earlier layout to roll back to)"
+    msg = s.message + hint
+    return Outcome(node.name, Phase.FAILED, msg, s, problem=Problem("NodeFailed", msg, ts(s.since)))

@@ -1,0 +1,46 @@
+"""The result of stepping one node, and how it becomes an ordered list of actions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import actions as act
+from .state import NodeState, Phase
+
+
+@dataclass(frozen=True)
+class Problem:
+    reason: str
+    message: str
+    since: str = ""
+
+
+@dataclass
+class Outcome:
+    """What one node needs this pass.
+
+    ``state`` is persisted *first* (when it differs from what the node
+    carries), then ``actions`` run, then ``final`` (the state clear or the
+    settled record) is written *last*: stopping after any prefix leaves a node
+    the next pass resumes from.
+    """
+
+    node: str
+    phase: Phase
+    why: str
+    state: NodeState | None = None
+    actions: list[act.Action] = field(default_factory=list)
+    final: act.Action | None = None
+    problem: Problem | None = None
+    pods_left: int = 0
+    blocking_pdbs: set[str] = field(default_factory=set)
+    waiting: bool = False
+
+    def emit(self, before: NodeState | None) -> list[act.Action]:
+        out: list[act.Action] = []
+        if self.state is not None and self.state != before:
+            out.append(act.SetNodeState(self.node, self.state, self.why))
+        out.extend(self.actions)
+        if self.final is not None:
+            out.append(self.final)
+        return out

@@ -1,0 +1,179 @@
+"""``plan``: one reconcile's decisions for a pool, from an observation to ordered actions.
+
+Observe → plan → apply, as in cluster-api: the controller hands in a snapshot
+and the current time, applies the returned actions in order, and calls again.
+In-flight nodes are stepped first; new nodes are admitted only through the
+gates (paused, window, approval) and only while the disruption budget, which
+counts every node that is cordoned (by anyone), NotReady or mid-change, has a
+free slot. Budget arithmetic uses the observation, not this pass's intentions,
+so a slot freed by an uncordon is reused only once the uncordon is seen.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, RolloutSpec
+from tessera.domain.conditions import Verdict
+
+from . import actions as act
+from . import admission, reporting, selection, targets
+from .machine import Context, step, untouched
+from .outcome import Outcome
+from .releasing import back_out
+from .reporting import NodeReport
+from .state import NodeState, Phase, ts
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
+
+DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[act.Action, ...]
+    hash: str
+    counts: NodeCounts
+    problems: tuple[NodeProblem, ...]
+    summary: RolloutPlan
+    verdict: Verdict
+    nodes: tuple[NodeReport, ...]
+    requeue_after: float | None
+    """Seconds until the controller should look again, ``None`` once converged."""
+
+
+def in_flight(s: NodeState) -> bool:
+    return s.phase != Phase.UPDATED and not s.rolled_back
+
+
+@dataclass
+class _Pass:
+    """What one pass accumulates while it walks the nodes."""
+
+    actions: list[act.Action] = field(default_factory=list)
+    reports: list[NodeReport] = field(default_factory=list)
+    problems: list[NodeProblem] = field(default_factory=list)
+    candidates: list[tuple[NodeView, DesiredNode]] = field(default_factory=list)
+    to_evict: int = 0
+    blocking: set[str] = field(default_factory=set)
+
+    def report(self, node: str, d: DesiredNode | None, phase: Phase, msg: str = "") -> None:
+        if d is not None:
+            self.reports.append(NodeReport(node, phase, d.target, msg))
+
+    def problem(self, node: str, phase: Phase, reason: str, msg: str, since: str = "") -> None:
+        self.problems.append(
+            NodeProblem(node=node, phase=phase.value, reason=reason, message=msg, since=since)
+        )
+
+    def take(self, o: Outcome, before: NodeState | None, d: DesiredNode | None) -> None:
+        self.actions.extend(o.emit(before))
+        self.report(o.node, d, o.phase, o.why)
+        if o.problem is not None:
+            self.problem(o.node, o.phase, o.problem.reason, o.problem.message, o.problem.since)
+        self.blocking |= o.blocking_pdbs
+
+
+def plan(  # noqa: PLR0917 - the controller's call site mirrors the observe step's outputs
+    pool: str,
+    policy: RolloutSpec,
+    desired: Mapping[str, DesiredNode],
+    nodes: Sequence[NodeView],
+    pods: Sequence[PodView],
+    pdbs: Sequence[PdbView],
+    now: datetime,
+    approved_hash: str | None = None,
+) -> Plan:
+    """Decide this pass. ``pool`` is the owner id written on nodes (``NodePoolGeometry/x``).
+
+    ``nodes`` must include every node of the pool *and* every node that still
+    carries this owner's state or Tessera's taint (a node that left the pool is
+    released). ``desired`` maps pool node names to their target.
+    """
+    by_node: dict[str, list[PodView]] = defaultdict(list)
+    for pod in pods:
+        by_node[pod.node].append(pod)
+    ctx = Context(pool, policy, now, by_node, pdbs, {p.ref: p.disruptions_allowed for p in pdbs})
+    acc = _Pass()
+    for node in sorted(nodes, key=lambda n: n.name):
+        visit(ctx, acc, node, desired.get(node.name))
+    gate, waiting = admission.admit(ctx, desired, nodes, acc.candidates, approved_hash)
+    for o in waiting:
+        acc.take(o, None, desired[o.node])
+        acc.to_evict += o.pods_left
+    problems = reporting.bounded(acc.problems)
+    digest = targets.plan_hash(pool, desired)
+    busy = any(r.phase in reporting.IN_PROGRESS or r.phase == Phase.BLOCKED for r in acc.reports)
+    requeue = DRAIN_REQUEUE_S if busy or acc.actions else GATE_REQUEUE_S if gate else None
+    return Plan(
+        actions=tuple(acc.actions),
+        hash=digest,
+        counts=reporting.counts(acc.reports),
+        problems=problems,
+        summary=RolloutPlan(
+            hash=digest,
+            nodes_to_change=sum(1 for r in acc.reports if r.phase != Phase.UPDATED),
+            pods_to_evict=acc.to_evict,
+            blocking_pdbs=sorted(acc.blocking),
+        ),
+        verdict=reporting.verdict(acc.reports, problems, gate),
+        nodes=tuple(acc.reports),
+        requeue_after=requeue,
+    )
+
+
+def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> None:
+    """Step an in-flight node, or classify an idle one (updated, invalid, failed, candidate)."""
+    s = node.state
+    if node.state_error:
+        msg = f"rollout state unreadable ({node.state_error}); fix or remove the annotation"
+        acc.problem(node.name, Phase.FAILED, "NodeFailed", msg)
+        acc.report(node.name, d, Phase.FAILED, msg)
+        return
+    if s is not None and s.owner != ctx.owner:
+        if in_flight(s):
+            acc.report(node.name, d, Phase.PENDING, f"{node.name} is being changed by {s.owner}")
+            return
+        s = None
+    if s is not None and in_flight(s):
+        if d is None:
+            why = f"{node.name} left pool {ctx.owner}"
+            acc.take(back_out(node, s, ctx.now, ctx.verify_timeout, why), s, d)
+            return
+        o = step(ctx, node, s, d)
+        if untouched(s) or o.phase in (Phase.DRAINING, Phase.BLOCKED):
+            acc.to_evict += len(selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain))
+        acc.take(o, s, d)
+        return
+    acc.actions.extend(idle(node, s, d, ctx.owner))
+    if d is None:
+        return
+    if d.invalid:
+        msg = f"layout {d.target} is impossible on this node: {d.invalid}"
+        acc.problem(node.name, Phase.PENDING, "InvalidGeometryForModel", msg)
+        acc.report(node.name, d, Phase.PENDING, msg)
+    elif s is not None and s.goal == d.target:
+        acc.problem(node.name, Phase.FAILED, "NodeFailed", s.message, ts(s.since))
+        acc.report(node.name, d, Phase.FAILED, s.message)
+    elif targets.verified(targets.target_of(d), node):
+        acc.report(node.name, d, Phase.UPDATED)
+    else:
+        acc.candidates.append((node, d))
+
+
+def idle(node: NodeView, s: NodeState | None, d: DesiredNode | None, pool: str) -> list[act.Action]:
+    """Writes for a node no rollout holds: taint and settled-record hygiene, usually nothing."""
+    tainted = node.has_taint(GEOMETRY_PENDING)
+    acts: list[act.Action] = []
+    if d is None or (not d.invalid and targets.verified(targets.target_of(d), node)):
+        why = f"{node.name} is not in pool {pool}" if d is None else f"layout {d.target} is live"
+        if tainted:
+            acts.append(act.RemoveTaint(node.name, GEOMETRY_PENDING, why))
+        if s is not None:
+            acts.append(act.ClearNodeState(node.name, why))
+    elif targets.unpartitioned(d, node) and not tainted:
+        why = f"{node.name} has no layout yet; keep pods off it until {d.target} is applied"
+        acts.append(act.AddTaint(node.name, GEOMETRY_PENDING, why))
+    return acts

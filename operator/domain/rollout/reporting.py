@@ -1,0 +1,84 @@
+"""Turning one pass's per-node results into what users read: counts, problems, a Verdict.
+
+Messages name the node, the pod, the PDB or the rule, because the reader is a
+person deciding what to do (api.md, Conditions). Problems are bounded so a
+large broken pool cannot blow up the object's status.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tessera.api.v1alpha1.common import NodeCounts, NodeProblem
+from tessera.domain.conditions import Verdict
+
+from .state import Phase
+
+MAX_PROBLEMS = 20
+SEVERITY = {"NodeFailed": 0, "DrainBlocked": 1, "InvalidGeometryForModel": 2}
+IN_PROGRESS = (Phase.CORDONED, Phase.DRAINING, Phase.APPLYING, Phase.VERIFYING, Phase.UNCORDONING)
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """One pool node after this pass: for status, metrics (nodes by phase) and logs."""
+
+    name: str
+    phase: Phase
+    target: str
+    message: str = ""
+
+
+def counts(reports: Sequence[NodeReport]) -> NodeCounts:
+    by = Counter(r.phase for r in reports)
+    return NodeCounts(
+        total=len(reports),
+        updated=by[Phase.UPDATED],
+        in_progress=sum(by[p] for p in IN_PROGRESS),
+        pending=by[Phase.PENDING],
+        blocked=by[Phase.BLOCKED],
+        failed=by[Phase.FAILED],
+    )
+
+
+def bounded(problems: Sequence[NodeProblem]) -> tuple[NodeProblem, ...]:
+    ordered = sorted(problems, key=lambda p: (SEVERITY.get(p.reason, 9), p.node))
+    return tuple(ordered[:MAX_PROBLEMS])
+
+
+def verdict(
+    reports: Sequence[NodeReport],
+    problems: Sequence[NodeProblem],
+    gate: tuple[str, str] | None,
+) -> Verdict:
+    """Stalled beats progressing beats ready; within each, the most specific reason wins.
+
+    ``gate`` is (reason, message) when nodes wait for something other than a
+    free slot: the window, an approval, or ``paused``.
+    """
+    c = counts(reports)
+    done = f"{c.updated} of {c.total} nodes updated"
+    if problems:
+        first = problems[0]
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        return Verdict("stalled", first.reason, f"{first.node}: {first.message}{more}; {done}")
+    busy = [r for r in reports if r.phase in IN_PROGRESS]
+    if busy:
+        phases = {r.phase for r in busy}
+        if Phase.DRAINING in phases:
+            reason = "Draining"
+        elif phases & {Phase.APPLYING, Phase.VERIFYING}:
+            reason = "WaitingForAgent"
+        else:
+            reason = "RollingOut"
+        shown = ", ".join(f"{r.name} {r.phase.value}" for r in busy[:5])
+        extra = f" and {len(busy) - 5} more" if len(busy) > 5 else ""
+        return Verdict("progressing", reason, f"{done}; {shown}{extra}")
+    if c.pending:
+        if gate is not None:
+            return Verdict("progressing", gate[0], f"{gate[1]}; {done}")
+        waiting = next((r.message for r in reports if r.phase == Phase.PENDING and r.message), "")
+        return Verdict("progressing", "RollingOut", f"{done}; {waiting or 'starting nodes'}")
+    return Verdict("ready", "Succeeded", f"all {c.total} nodes match their layout")

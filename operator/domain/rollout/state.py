@@ -1,0 +1,197 @@
+"""The per-node rollout state, persisted on the Node as one compact JSON annotation.
+
+Nothing that matters lives in memory: a restarted operator reads this record
+and resumes exactly where the last one stopped (drain.md §4.4). The record is
+self-contained: it carries the full target (labels, watched agent label,
+expected allocatable) and the layout to roll back to, so a node can be
+finished or backed out even after its pool object is gone. ``orig`` is the
+node's ``spec.unschedulable`` *before* Tessera touched it, written before the
+cordon; Tessera uncordons only when it was ``False``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+VERSION = 1
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    CORDONED = "Cordoned"
+    DRAINING = "Draining"
+    APPLYING = "Applying"
+    VERIFYING = "Verifying"
+    UNCORDONING = "Uncordoning"
+    UPDATED = "Updated"
+    BLOCKED = "Blocked"
+    FAILED = "Failed"
+
+
+class StateError(ValueError):
+    """The annotation exists but is not a record this version can trust."""
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A layout as the node agent sees it: labels to write and how to check them."""
+
+    id: str
+    labels: Mapping[str, str | None] = field(default_factory=dict)
+    watch: str | None = None
+    alloc: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Eviction bookkeeping for one pod: attempts drive the 429 back-off."""
+
+    attempts: int
+    last: datetime
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class NodeState:
+    phase: Phase
+    owner: str
+    target: TargetSpec
+    orig: bool
+    since: datetime
+    drain_started: datetime | None = None
+    last_good: TargetSpec | None = None
+    rollback_of: str | None = None
+    rolled_back: bool = False
+    evictions: Mapping[str, Eviction] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def goal(self) -> str:
+        """The desired target this operation serves (the failed one while rolling back)."""
+        return self.rollback_of or self.target.id
+
+    def to(self, phase: Phase, now: datetime, message: str = "") -> NodeState:
+        return replace(self, phase=phase, since=now, message=message)
+
+
+def ts(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time(raw: Any) -> datetime:
+    if not isinstance(raw, str):
+        raise StateError(f"timestamp {raw!r} is not a string")
+    try:
+        return datetime.strptime(raw, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError as err:
+        raise StateError(f"timestamp {raw!r} is not RFC 3339 UTC") from err
+
+
+def _target_out(t: TargetSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": t.id, "labels": dict(t.labels)}
+    if t.watch is not None:
+        out["watch"] = t.watch
+    if t.alloc is not None:
+        out["alloc"] = dict(t.alloc)
+    return out
+
+
+def _target_in(raw: Any) -> TargetSpec:
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+        raise StateError("target must be an object with an id")
+    labels, watch, alloc = raw.get("labels", {}), raw.get("watch"), raw.get("alloc")
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in labels.items()
+    ):
+        raise StateError("target.labels must map strings to strings or null")
+    if watch is not None and not isinstance(watch, str):
+        raise StateError("target.watch must be a string")
+    if alloc is not None and not (
+        isinstance(alloc, dict)
+        and all(isinstance(k, str) and type(v) is int for k, v in alloc.items())
+    ):
+        raise StateError("target.alloc must map strings to integers")
+    return TargetSpec(raw["id"], labels, watch, alloc)
+
+
+def encode(state: NodeState) -> str:
+    """Compact, key-sorted JSON: equal states give byte-equal annotations (no spurious writes)."""
+    out: dict[str, Any] = {
+        "v": VERSION,
+        "phase": state.phase.value,
+        "owner": state.owner,
+        "target": _target_out(state.target),
+        "orig": state.orig,
+        "since": ts(state.since),
+    }
+    if state.drain_started is not None:
+        out["drain"] = ts(state.drain_started)
+    if state.last_good is not None:
+        out["good"] = _target_out(state.last_good)
+    if state.rollback_of is not None:
+        out["rbOf"] = state.rollback_of
+    if state.rolled_back:
+        out["rolledBack"] = True
+    if state.evictions:
+        out["ev"] = {
+            k: [e.attempts, ts(e.last), *([1] if e.deleted else [])]
+            for k, e in sorted(state.evictions.items())
+        }
+    if state.message:
+        out["msg"] = state.message
+    return json.dumps(out, separators=(",", ":"), sort_keys=True)
+
+
+def _evictions(raw: Any) -> dict[str, Eviction]:
+    if not isinstance(raw, dict):
+        raise StateError("ev must be an object")
+    out = {}
+    for key, rec in raw.items():
+        if not (isinstance(rec, list) and len(rec) in (2, 3) and type(rec[0]) is int):
+            raise StateError(f"eviction record for {key!r} is malformed")
+        out[str(key)] = Eviction(rec[0], _time(rec[1]), deleted=len(rec) == 3 and rec[2] == 1)
+    return out
+
+
+def decode(raw: str | None) -> NodeState | None:
+    """The state in ``raw``; ``None`` when absent; ``StateError`` for anything untrustworthy."""
+    if raw is None or raw == "":
+        return None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as err:
+        raise StateError(f"not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise StateError("not a JSON object")
+    if data.get("v") != VERSION:
+        raise StateError(f"unsupported version {data.get('v')!r}")
+    try:
+        phase = Phase(str(data.get("phase")))
+    except ValueError as err:
+        raise StateError(f"unknown phase {data.get('phase')!r}") from err
+    owner, orig, msg = data.get("owner"), data.get("orig"), data.get("msg", "")
+    rb_of = data.get("rbOf")
+    if not isinstance(owner, str) or not owner:
+        raise StateError("owner must be a non-empty string")
+    if not isinstance(orig, bool):
+        raise StateError("orig must be a boolean")
+    if not isinstance(msg, str) or not (rb_of is None or isinstance(rb_of, str)):
+        raise StateError("msg and rbOf must be strings")
+    return NodeState(
+        phase=phase,
+        owner=owner,
+        target=_target_in(data.get("target")),
+        orig=orig,
+        since=_time(data.get("since")),
+        drain_started=_time(data["drain"]) if "drain" in data else None,
+        last_good=_target_in(data["good"]) if "good" in data else None,
+        rollback_of=rb_of,
+        rolled_back=data.get("rolledBack") is True,
+        evictions=_evictions(data.get("ev", {})),
+        message=msg,
+    )

@@ -1,0 +1,102 @@
+"""Comparing a node with a target layout: does it match, what to write, what the agent says.
+
+A node matches only when three things agree: its labels say the target, the
+agent reports ``success`` for it, and its allocatable shows the layout's
+resources. The label alone proves nothing (the agent may not have acted), and
+``success`` alone may be the agent's verdict on the *previous* layout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+
+from tessera.api import constants
+
+from .state import TargetSpec
+from .views import DesiredNode, NodeView
+
+SUCCESS, FAILED = "success", "failed"
+
+
+def target_of(desired: DesiredNode) -> TargetSpec:
+    alloc = None if desired.expected_allocatable is None else dict(desired.expected_allocatable)
+    return TargetSpec(desired.target, dict(desired.labels), desired.watch_label, alloc)
+
+
+def labels_match(target: TargetSpec, node: NodeView) -> bool:
+    return all(node.labels.get(k) == v for k, v in target.labels.items())
+
+
+def agent_state(target: TargetSpec, node: NodeView) -> str | None:
+    return node.labels.get(target.watch) if target.watch else SUCCESS
+
+
+def alloc_diff(target: TargetSpec, node: NodeView) -> str:
+    """The first allocatable mismatch as a sentence, or ``""``."""
+    for key, want in sorted((target.alloc or {}).items()):
+        have = node.allocatable.get(key, 0)
+        if have != want:
+            return f"allocatable {key} is {have}, want {want}"
+    return ""
+
+
+def verified(target: TargetSpec, node: NodeView) -> bool:
+    return (
+        labels_match(target, node)
+        and agent_state(target, node) == SUCCESS
+        and not alloc_diff(target, node)
+    )
+
+
+def labels_to_write(target: TargetSpec, node: NodeView) -> dict[str, str | None]:
+    """The label patch that requests ``target``; empty when the node already carries it.
+
+    When the request changes the config label, the agent's *terminal* verdict
+    (success/failed) about the previous value is removed in the same patch, so
+    a stale ``success`` can never verify the new layout. ``pending`` and
+    ``rebooting`` are left alone: the agent is mid-flight and owns them.
+    """
+    if labels_match(target, node):
+        return {}
+    patch: dict[str, str | None] = dict(target.labels)
+    if target.watch and node.labels.get(target.watch) in (SUCCESS, FAILED):
+        patch[target.watch] = None
+    return patch
+
+
+def snapshot(desired: DesiredNode, node: NodeView) -> TargetSpec | None:
+    """The node's current layout, as the target to roll back to; ``None`` when it has none.
+
+    Only a layout the agent confirmed is worth returning to, and only one that
+    can be written back (a label that was absent cannot be "re-applied").
+    """
+    labels = {k: node.labels.get(k) for k in desired.labels}
+    if not labels or any(v is None for v in labels.values()):
+        return None
+    if desired.watch_label and node.labels.get(desired.watch_label) != SUCCESS:
+        return None
+    keys = set(desired.expected_allocatable or {}) | {
+        k for k in node.allocatable if k.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES)
+    }
+    alloc = {k: node.allocatable.get(k, 0) for k in sorted(keys)}
+    digest = hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:8]
+    return TargetSpec(f"previous-{digest}", labels, desired.watch_label, alloc)
+
+
+def unpartitioned(desired: DesiredNode, node: NodeView) -> bool:
+    """A node that never received any layout (typically one that just joined the pool)."""
+    return bool(desired.labels) and all(k not in node.labels for k in desired.labels)
+
+
+def plan_hash(owner: str, desired: Mapping[str, DesiredNode]) -> str:
+    """Identifies the change, not its progress: it stays the same while nodes roll.
+
+    Built from the owner and the set of targets (invalid ones included), so an
+    approved plan stays approved until the spec asks for something different,
+    and a node joining with an already-approved layout needs no new approval.
+    """
+    targets = sorted({(d.target, d.invalid) for d in desired.values()})
+    blob = json.dumps([owner, targets], separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:10]

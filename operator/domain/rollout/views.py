@@ -1,0 +1,124 @@
+"""What the rollout engine observes: small frozen snapshots of Nodes, Pods and PDBs.
+
+The controller builds these from its cache once per reconcile and hands them to
+``planning.plan``. Keeping them tiny and immutable is what lets the engine stay
+pure and lets tests build a whole cluster in a few lines (see the builders in
+``tests/unit/rollout/builders.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from tessera.api import constants
+from tessera.api.v1alpha1.common import LabelSelector
+
+from .state import NodeState
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    effect: str = "NoSchedule"
+    value: str = ""
+
+
+GEOMETRY_PENDING = Taint(constants.GEOMETRY_PENDING_TAINT, "NoSchedule")
+"""Tessera's own scheduling block: we can always remove a taint we own without
+overriding anyone else's intent, which ``spec.unschedulable`` cannot promise."""
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One Node as the engine needs it.
+
+    ``state`` is the decoded ``tessera.io/rollout-state`` annotation (``None``
+    when absent). When the annotation exists but cannot be read, ``state`` is
+    ``None`` and ``state_error`` says why: the engine then never uncordons the
+    node, because it no longer knows who cordoned it.
+    """
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    ready: bool = True
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    state: NodeState | None = None
+    state_error: str = ""
+
+    def has_taint(self, taint: Taint) -> bool:
+        return any(t.key == taint.key and t.effect == taint.effect for t in self.taints)
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    node: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    owner_kind: str | None = "ReplicaSet"
+    is_mirror: bool = False
+    requests_accelerator: bool = False
+    uses_empty_dir: bool = False
+    deletion_timestamp: datetime | None = None
+    phase: PodPhase = "Running"
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """Identity for bookkeeping: a pod replaced under the same name is a new pod."""
+        base = f"{self.namespace}/{self.name}"
+        return f"{base}@{self.uid}" if self.uid else base
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class PdbView:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    """``None`` selects nothing; an empty selector selects every pod of the
+    namespace (the policy/v1 semantics)."""
+    disruptions_allowed: int
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class DesiredNode:
+    """What one node of the pool should look like.
+
+    ``labels`` are written when the node reaches Applying (a ``None`` value
+    removes the label); ``watch_label`` is the agent's state label
+    (``nvidia.com/mig.config.state``) or ``None`` when no agent reports back;
+    ``expected_allocatable`` lists the resources the node must advertise once
+    the layout is live (list a resource with 0 to require it gone). ``invalid``
+    says why the layout is impossible on this node's model: such a node is
+    never cordoned.
+    """
+
+    target: str
+    labels: Mapping[str, str | None] = field(default_factory=dict)
+    watch_label: str | None = None
+    expected_allocatable: Mapping[str, int] | None = None
+    invalid: str = ""
