@@ -64,11 +64,11 @@ def rule_violation(model: GpuModel, counts: Counts) -> str | None:
 def ordered(model: GpuModel, counts: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
     """Biggest profiles first, the way people write layouts (unknown names last)."""
 
-    def size(name: str) -> int:
+    def weight(name: str) -> tuple[int, int]:
         profile = model.profile(name)
-        return profile.size if profile else 0
+        return (profile.size, profile.compute_slices) if profile else (0, 0)
 
-    return sorted(counts, key=lambda nc: (-size(nc[0]), nc[0]))
+    return sorted(counts, key=lambda nc: (tuple(-w for w in weight(nc[0])), nc[0]))
 
 
 def collision(model: GpuModel, instances: list[MigProfile]) -> str:

@@ -73,21 +73,42 @@ def place(model: GpuModel, profiles: Mapping[str, int]) -> Placement:
 
 def solve(model: GpuModel, counts: Counts) -> Placement:
     """The uncached decision for a canonical multiset (see ``counts_key``)."""
-    problem = explaining.rule_violation(model, counts)
-    if problem:
-        return Placement(False, model.id, (), problem)
     if not counts:
         return Placement(True, model.id, (), "empty layout: MIG disabled")
-    expanded = expand(model, counts)
-    starts = search(expanded)
+    starts = _starts(model, counts)
     if starts is None:
-        return Placement(False, model.id, (), explaining.collision(model, expanded))
+        problem = explaining.rule_violation(model, counts)
+        if problem is None:
+            problem = explaining.collision(model, expand(model, counts))
+        return Placement(False, model.id, (), problem)
+    expanded = expand(model, counts)
     instances = sorted(
         (Instance(p.name, s, p.size) for p, s in zip(expanded, starts, strict=True)),
         key=lambda i: (-i.size, i.start),
     )
-    where = ", ".join(f"{i.profile} at {model.by_name[i.profile].slots(i.start)}" for i in instances)
+    where = ", ".join(
+        f"{i.profile} at {model.by_name[i.profile].slots(i.start)}" for i in instances
+    )
     return Placement(True, model.id, tuple(instances), f"fits: {where}")
+
+
+def fits(model: GpuModel, counts: Counts) -> bool:
+    """Validity alone, without building a placement or a reason (for enumeration)."""
+    return _starts(model, counts) is not None
+
+
+def _starts(model: GpuModel, counts: Counts) -> list[int] | None:
+    total = media = units = 0
+    for name, n in counts:
+        profile = model.by_name.get(name)
+        if profile is None or n > profile.max_instances:
+            return None
+        total += n
+        units += n * profile.size
+        media += n if profile.media_extension else 0
+    if total > model.max_instances or media > 1 or units > model.grid:
+        return None
+    return search(expand(model, counts))
 
 
 def expand(model: GpuModel, counts: Counts) -> list[MigProfile]:
