@@ -19,12 +19,15 @@ in ``MPS_NOTICE`` rather than writing a value that only looks like MPS.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
 
+from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import AscendSharing, HamiCore
 
 from .rules import Note
@@ -64,12 +67,28 @@ def ascend_fields(spec: AscendSharing) -> dict[str, Any]:
 class EntriesPlan:
     patch: tuple[dict[str, Any], ...] = ()  # RFC 6902, against the parsed document
     document: Mapping[str, Any] = field(default_factory=dict)  # the document after the patch
-    managed: frozenset[str] = frozenset()  # nodes whose fields Tessera owns afterwards
+    managed: Mapping[str, str] = field(default_factory=dict)  # node -> digest of what Tessera wrote
     notes: tuple[Note, ...] = ()
 
     @property
     def converged(self) -> bool:
         return not self.patch
+
+
+def digest(fields: Mapping[str, Any]) -> str:
+    """Short hash of the fields Tessera wrote for a node: tells hand edits from policy edits."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:6]
+
+
+def managed_nodes(annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """Parse the managed-nodes annotation: ``node=digest`` pairs, comma-separated."""
+    raw = (annotations or {}).get(c.MANAGED_NODES_ANNOTATION, "")
+    pairs = (item.partition("=") for item in raw.split(",") if item)
+    return {node: mark for node, _, mark in pairs}
+
+
+def managed_annotation(managed: Mapping[str, str]) -> str:
+    return ",".join(f"{node}={mark}" for node, mark in sorted(managed.items()))
 
 
 def plan_entries(
@@ -78,48 +97,81 @@ def plan_entries(
     list_key: str,
     owned: tuple[str, ...],
     desired: Mapping[str, Mapping[str, Any]],
-    managed: frozenset[str],
+    managed: Mapping[str, str],
     where: str,
 ) -> EntriesPlan:
     """Set ``desired`` fields per node, drop Tessera's fields from released nodes.
 
-    ``where`` names the ConfigMap and key in messages (``kube-system/hami-device-plugin``).
+    ``managed`` is what Tessera wrote last time (node -> ``digest``); owned
+    fields that no longer match it were edited by hand, and the note says so.
+    ``where`` names the ConfigMap and key in messages.
     """
     before: dict[str, Any] = copy.deepcopy(dict(document or {}))
-    after = copy.deepcopy(before)
-    entries: list[Any] = after.get(list_key) or []
-    by_name = {e.get("name"): e for e in entries if isinstance(e, dict)}
+    entries: list[Any] = copy.deepcopy(before.get(list_key) or [])
+    index = {e.get("name"): i for i, e in enumerate(entries) if isinstance(e, dict)}
     notes: list[Note] = []
     for node, fields in sorted(desired.items()):
-        entry = by_name.get(node)
-        if entry is None:
-            entry = {"name": node}
-            entries.append(entry)
-            by_name[node] = entry
-            action, how = ("restore", "deleted by hand") if node in managed else ("add", "")
-        else:
-            stale = {k: entry[k] for k in owned if k in entry and entry.get(k) != fields.get(k)}
-            missing = [k for k in fields if k not in entry]
-            if not stale and not missing:
-                continue
-            action, how = ("restore", "edited by hand") if node in managed else ("add", "")
+        i = index.get(node)
+        current = {k: entries[i][k] for k in owned if k in entries[i]} if i is not None else None
+        if current == dict(fields):
+            continue
+        edited = node in managed and (current is None or digest(current) != managed[node])
+        if i is None:
+            index[node] = len(entries)
+            entries.append({"name": node})
+        entry = entries[index[node]]
         for key in owned:
             entry.pop(key, None)
         entry.update(fields)
-        shown = ", ".join(f"{k}={v}" for k, v in fields.items())
-        verb = "restored" if action == "restore" else "set"
-        tail = f" ({how})" if how else ""
-        notes.append(Note(action, f"{verb} {shown} for node {node} in {where}{tail}"))
-    for node in sorted(managed - set(desired)):
-        entry = by_name.get(node)
-        if entry is None or not any(k in entry for k in owned):
+        notes.append(_set_note(node, fields, where, edited, current is None))
+    gone: list[int] = []
+    for node in sorted(set(managed) - set(desired)):
+        i = index.get(node)
+        if i is None or not any(k in entries[i] for k in owned):
             continue
         for key in owned:
-            entry.pop(key, None)
-        if set(entry) <= {"name"}:
-            entries.remove(entry)
+            entries[i].pop(key, None)
+        if set(entries[i]) <= {"name"}:
+            gone.append(i)
         notes.append(Note("release", f"removed Tessera's fields for node {node} from {where}"))
-    if entries or list_key in before:
-        after[list_key] = entries
-    patch = jsonpatch.make_patch(before, after).patch
-    return EntriesPlan(tuple(patch), after, frozenset(desired), tuple(notes))
+    after = copy.deepcopy(before)
+    kept = [e for i, e in enumerate(entries) if i not in gone]
+    if kept or list_key in before:
+        after[list_key] = kept
+    patch = _patch(before, entries, gone, list_key)
+    marks = {node: digest(fields) for node, fields in desired.items()}
+    return EntriesPlan(tuple(patch), after, marks, tuple(notes))
+
+
+def _patch(
+    before: Mapping[str, Any], entries: list[Any], gone: list[int], list_key: str
+) -> list[dict[str, Any]]:
+    """Entry by entry, so a change to one node never rewrites its neighbours."""
+    old = before.get(list_key)
+    if not isinstance(old, list):
+        kept = [e for i, e in enumerate(entries) if i not in gone]
+        return [{"op": "add", "path": f"/{list_key}", "value": kept}] if kept else []
+    ops: list[dict[str, Any]] = []
+    for i, entry in enumerate(entries[: len(old)]):
+        if i in gone:
+            continue
+        for op in jsonpatch.make_patch(old[i], entry).patch:
+            ops.append({**op, "path": f"/{list_key}/{i}{op['path']}"})
+    ops += [{"op": "remove", "path": f"/{list_key}/{i}"} for i in sorted(gone, reverse=True)]
+    first_new = len(old) - len(gone)
+    added = [e for i, e in enumerate(entries) if i >= len(old) and i not in gone]
+    ops += [
+        {"op": "add", "path": f"/{list_key}/{first_new + n}", "value": e}
+        for n, e in enumerate(added)
+    ]
+    return ops
+
+
+def _set_note(
+    node: str, fields: Mapping[str, Any], where: str, edited: bool, missing: bool
+) -> Note:
+    shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in fields.items())
+    if not edited:
+        return Note("add", f"set {shown} for node {node} in {where}")
+    how = "deleted by hand" if missing else "edited by hand"
+    return Note("restore", f"restored {shown} for node {node} in {where} ({how})")

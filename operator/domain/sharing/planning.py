@@ -31,9 +31,9 @@ class Observed:
     plugin_data: Mapping[str, str] | None = None
     plugin_annotations: Mapping[str, str] | None = None
     hami_nvidia: Mapping[str, Any] | None = None
-    hami_nvidia_managed: frozenset[str] = frozenset()
+    hami_nvidia_managed: Mapping[str, str] = field(default_factory=dict)  # node -> digest
     hami_ascend: Mapping[str, Any] | None = None
-    hami_ascend_managed: frozenset[str] = frozenset()
+    hami_ascend_managed: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

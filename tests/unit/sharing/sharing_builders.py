@@ -30,6 +30,7 @@ def gpu_node(
     name: str,
     pool: str = "a",
     gpus: int = 8,
+    *,
     config: str | None = None,
     applied: str | None = None,
     labels: dict[str, str] | None = None,

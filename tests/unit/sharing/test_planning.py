@@ -1,0 +1,241 @@
+"""Whole reconciles against a small in-memory cluster: converge, drift, conflicts, rollout, status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+from sharing_builders import gpu_node, npu_node, policy
+
+from tessera.domain.sharing import hami, nodes, planning, status
+from tessera.domain.sharing.assignment import Policy
+from tessera.domain.sharing.nodes import NodeFacts
+
+
+@dataclass
+class World:
+    """Applies plans the way the controller will: keys, labels, cleanup, HAMi patches."""
+
+    nodes: dict[str, NodeFacts]
+    data: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    nvidia: dict[str, Any] = field(default_factory=dict)
+    nvidia_managed: dict[str, str] = field(default_factory=dict)
+    ascend: dict[str, Any] = field(default_factory=dict)
+    ascend_managed: dict[str, str] = field(default_factory=dict)
+
+    def observe(self) -> planning.Observed:
+        return planning.Observed(
+            tuple(self.nodes.values()), self.data, self.annotations,
+            self.nvidia, self.nvidia_managed, self.ascend, self.ascend_managed,
+        )  # fmt: skip
+
+    def apply(self, plan: planning.SharingPlan) -> int:
+        writes = 0
+        cm = plan.device_plugin
+        if cm.writes_config_map:
+            self._merge(cm.data_patch())
+            writes += 1
+        for change in cm.labels:
+            node = self.nodes[change.node]
+            meta = change.patch()["metadata"]
+            labels = {**node.labels, **meta["labels"]}
+            notes = {k: v for k, v in {**node.annotations, **meta["annotations"]}.items() if v}
+            self.nodes[change.node] = nodes.from_node(
+                node.name, labels, notes, npus=node.npus, npu_resource=node.npu_resource
+            )
+            writes += 1
+        if cm.delete_after_labels:
+            self._merge(cm.cleanup_patch())
+            writes += 1
+        for doc, managed, entries in (
+            (self.nvidia, self.nvidia_managed, plan.hami_nvidia),
+            (self.ascend, self.ascend_managed, plan.hami_ascend),
+        ):
+            if entries.patch or dict(entries.managed) != managed:
+                patched = jsonpatch.apply_patch(doc, list(entries.patch))
+                assert patched == entries.document  # the patch is the whole story
+                doc.clear()
+                doc.update(patched)
+                managed.clear()
+                managed.update(entries.managed)
+                writes += 1
+        return writes
+
+    def _merge(self, patch: dict[str, Any]) -> None:
+        for key, value in patch["data"].items():
+            if value is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = value
+        self.annotations.update(patch["metadata"]["annotations"])
+
+    def converge(
+        self, policies: list[Policy], cleared: frozenset[str] = frozenset()
+    ) -> planning.SharingPlan:
+        for _ in range(5):
+            plan = planning.plan(policies, self.observe(), cleared=cleared)
+            if self.apply(plan) == 0:
+                return plan
+        raise AssertionError("did not converge in 5 passes")
+
+
+def world(*members: NodeFacts) -> World:
+    return World({n.name: n for n in members})
+
+
+def test_time_slicing_converges_then_writes_nothing() -> None:
+    w = world(gpu_node("n1", gpus=8), gpu_node("n2", gpus=4), gpu_node("other", pool="b"))
+    ts = policy("h100-ts", timeSlicing={"replicas": 4})
+    first = planning.plan([ts], w.observe())
+    key = first.results["h100-ts"].key
+    assert key is not None and set(first.device_plugin.put) == {"default", key}
+    assert [c.node for c in first.device_plugin.labels] == ["n1", "n2"]
+    plan = w.converge([ts])
+    assert plan.restorations == () and w.nodes["n1"].plugin_config == key
+    assert "nvidia.com/device-plugin.config" not in w.nodes["other"].labels
+    got = status.summarize(plan, "h100-ts", w.nodes.values())
+    assert (got.matched, got.applied, got.conflicted) == (2, 2, 0)
+    assert dict(got.advertised) == {"nvidia.com/gpu": "48"}
+    assert got.verdict.state == "ready" and got.config_key == key
+
+
+def test_replicas_change_moves_to_a_new_key_in_place_and_deletes_the_old() -> None:
+    w = world(*(gpu_node(f"n{i:02}") for i in range(10)))
+    w.converge([policy("p", timeSlicing={"replicas": 4})])
+    old = w.nodes["n00"].plugin_config
+    raised = policy("p", timeSlicing={"replicas": 8})
+    plan = planning.plan([raised], w.observe())
+    assert len(plan.changes) == 10 and not plan.awaiting_rollout
+    assert all(c.kind == "in-place" for c in plan.changes.values())
+    assert plan.device_plugin.delete_after_labels == (old,)
+    w.converge([raised])
+    assert old not in w.data and all(n.plugin_config != old for n in w.nodes.values())
+
+
+def test_backend_switch_waits_for_the_rollout() -> None:
+    w = world(gpu_node("n1"))
+    w.converge([policy("p", "MPS")], cleared=frozenset({"n1"}))
+    mps_key = w.nodes["n1"].plugin_config
+    ts = policy("p", timeSlicing={"replicas": 4})
+    plan = planning.plan([ts], w.observe())
+    assert plan.device_plugin.labels == () and plan.awaiting_rollout["n1"].disruptive
+    got = status.summarize(plan, "p", w.nodes.values())
+    assert got.verdict.state == "progressing" and "cordon/drain rollout" in got.verdict.message
+    w.converge([ts], cleared=frozenset({"n1"}))
+    assert w.nodes["n1"].plugin_config not in (None, mps_key)
+
+
+def test_equal_priority_holds_nodes_at_their_config() -> None:
+    w = world(gpu_node("n1"))
+    w.converge([policy("a")])
+    before = w.nodes["n1"].plugin_config
+    plan = w.converge([policy("a"), policy("b", "MPS")])
+    assert w.nodes["n1"].plugin_config == before
+    verdict = status.summarize(plan, "b", w.nodes.values()).verdict
+    assert (verdict.state, verdict.reason) == ("stalled", "Conflict")
+    assert "sharingpolicy/a and sharingpolicy/b" in verdict.message and "n1" in verdict.message
+
+
+def test_mps_on_a_mig_node_is_refused_for_that_node_only() -> None:
+    w = world(gpu_node("plain"), gpu_node("mig", labels={"nvidia.com/mig.strategy": "mixed"}))
+    plan = w.converge([policy("p", "MPS")], cleared=frozenset({"plain", "mig"}))
+    assert w.nodes["plain"].plugin_config is not None
+    assert "nvidia.com/device-plugin.config" not in w.nodes["mig"].labels
+    got = status.summarize(plan, "p", w.nodes.values())
+    assert got.verdict.state == "stalled" and "node mig: spec.backend" in got.verdict.message
+    assert (got.matched, got.applied) == (2, 1)
+
+
+def test_drift_is_restored_with_messages_then_quiet() -> None:
+    w = world(gpu_node("n1"))
+    ts = policy("p")
+    w.converge([ts])
+    key = w.nodes["n1"].plugin_config
+    assert key is not None
+    w.data[key] = w.data[key].replace("4", "9")
+    n1 = w.nodes["n1"]
+    w.nodes["n1"] = nodes.from_node(
+        "n1", {**n1.labels, "nvidia.com/device-plugin.config": "default"}, n1.annotations
+    )
+    plan = planning.plan([ts], w.observe())
+    assert plan.restorations == (
+        f"restored key {key} in gpu-operator/device-plugin-configs edited by hand",
+        f"restored label nvidia.com/device-plugin.config={key} on node n1 (changed to default by hand)",
+    )
+    assert w.converge([ts]).restorations == ()
+
+
+def test_deleting_the_policy_returns_nodes_to_default_and_removes_only_tessera_keys() -> None:
+    w = world(gpu_node("n1"))
+    w.data["mine"] = "version: v1\n"
+    w.converge([policy("p")])
+    w.converge([])
+    assert w.nodes["n1"].plugin_config == "default" and w.nodes["n1"].applied_config is None
+    assert set(w.data) == {"default", "mine"}
+
+
+def test_hami_core_with_mps_mode_and_ascend_soft_slicing() -> None:
+    w = world(gpu_node("g1", gpus=2), npu_node("a1", npus=4))
+    w.nvidia = {"nodeconfig": [{"name": "g9", "operatingmode": "mig"}]}
+    p = policy(
+        "h",
+        "HAMiCore",
+        hamiCore={"mode": "MPS", "deviceSplitCount": 5},
+        ascend={"softSlicing": True, "vDeviceCount": 7},
+    )
+    first = planning.plan([p], w.observe())
+    assert set(first.awaiting_rollout) == {"g1"}  # whole GPUs -> HAMi-core: another plugin
+    plan = w.converge([p], cleared=frozenset({"g1"}))
+    entries = {e["name"]: e for e in w.nvidia["nodeconfig"]}
+    assert entries["g1"]["operatingmode"] == "hami-core" and entries["g9"] == {
+        "name": "g9",
+        "operatingmode": "mig",
+    }
+    assert w.ascend == {"nodes": [{"name": "a1", "hami-vnpu-core": True, "vDeviceCount": 7}]}
+    got = status.summarize(plan, "h", w.nodes.values())
+    assert dict(got.advertised) == {"huawei.com/Ascend310P": "28", "nvidia.com/gpu": "10"}
+    [(kind, flag, reason, message)] = got.verdict.extra
+    assert (kind, flag, reason) == (
+        "BackendFallback",
+        "True",
+        "HAMiHasNoMPS",
+    ) and "no MPS code path" in message
+    w.converge([], cleared=frozenset({"g1"}))
+    assert w.nvidia == {"nodeconfig": [{"name": "g9", "operatingmode": "mig"}]} and w.ascend == {
+        "nodes": []
+    }
+    assert hami.managed_annotation(w.nvidia_managed) == ""
+
+
+def test_invalid_policy_is_stalled_and_touches_nothing() -> None:
+    w = world(gpu_node("n1"))
+    bad = policy("p", "MPS", mps=None)
+    plan = w.converge([bad])
+    got = status.summarize(plan, "p", w.nodes.values())
+    assert (got.verdict.state, got.verdict.reason) == ("stalled", "InvalidSpec")
+    assert got.verdict.message == "spec.mps: must be set when backend is MPS"
+    assert "nvidia.com/device-plugin.config" not in w.nodes["n1"].labels
+
+
+def test_mixed_mig_capacity_is_summed_with_replicas() -> None:
+    labels = {
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig-1g.10gb.count": "14",
+        "nvidia.com/mig-3g.40gb.count": "4",
+    }
+    w = world(gpu_node("m1", gpus=0, labels=labels))
+    p = policy(
+        "p",
+        timeSlicing={
+            "renameByDefault": True,
+            "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}],
+        },
+    )
+    plan = w.converge([p])
+    got = status.summarize(plan, "p", w.nodes.values())
+    assert dict(got.advertised) == {
+        "nvidia.com/mig-1g.10gb.shared": "28",
+        "nvidia.com/mig-3g.40gb": "4",
+    }
