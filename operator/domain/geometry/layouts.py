@@ -1,0 +1,113 @@
+"""Per-device layouts of a pool: which layout each device index gets, and the names of configs.
+
+A pool declares layouts as ``devices: all`` plus optional explicit index lists
+that override it (api.md). MIG and vNPU share that shape, so this module works
+on plain ``(devices, counts)`` pairs and is used by both renderers and both
+capacity calculations. Rendered entries never overlap: mig-parted applies every
+matching entry and also *asserts* every matching entry, so an ``all`` entry that
+an override contradicts would never assert cleanly. When overrides exist, the
+``all`` part is therefore written as the explicit complement over the index
+range the API allows (0-15); indexes a node lacks match nothing there, which
+is mig-parted's documented behaviour (nvidia.md §4.2). Devices no layout covers
+get the empty layout (MIG disabled / whole NPU), so capacity is never a guess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+Counts = tuple[tuple[str, int], ...]
+Devices = str | Sequence[int]
+MAX_DEVICES = 16  # the API allows indexes 0-15
+_LABEL_MAX = 63  # the config name is a node label value
+_HASH_LEN = 10
+
+
+class GeometryError(ValueError):
+    """A pool's layouts cannot be rendered or counted; the message is for a person."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One rendered, non-overlapping entry: ``all`` or sorted indexes, and the counts."""
+
+    devices: str | tuple[int, ...]
+    counts: Counts
+
+
+def counts_of(mapping: Mapping[str, int]) -> Counts:
+    return tuple(sorted((k, v) for k, v in mapping.items() if v))
+
+
+def overrides(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> dict[int, int]:
+    """Explicit device index -> position of the layout naming it; raises on a double listing."""
+    owner: dict[int, int] = {}
+    for pos, (devices, _) in enumerate(layouts):
+        if isinstance(devices, str):
+            continue
+        for index in devices:
+            if index in owner and owner[index] != pos:
+                raise GeometryError(
+                    f"device {index} is listed by layout {owner[index] + 1} and layout {pos + 1}; "
+                    "each index may appear in one explicit layout only"
+                )
+            owner[index] = pos
+    return owner
+
+
+def entries(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> tuple[Entry, ...]:
+    """The canonical, non-overlapping entries for a layout list (see module docstring)."""
+    owner = overrides(layouts)
+    everywhere: Counts = ()
+    for devices, counts in layouts:
+        if isinstance(devices, str):
+            if devices != "all":
+                raise GeometryError(f'devices must be "all" or a list of indexes, not {devices!r}')
+            everywhere = counts_of(counts)
+    by_counts: dict[Counts, list[int]] = {}
+    for index, pos in owner.items():
+        by_counts.setdefault(counts_of(layouts[pos][1]), []).append(index)
+    rest = [i for i in range(MAX_DEVICES) if i not in owner]
+    if rest:
+        by_counts.setdefault(everywhere, []).extend(rest)
+    if not owner:
+        return (Entry("all", everywhere),)
+    return tuple(
+        Entry(tuple(sorted(indexes)), counts)
+        for counts, indexes in sorted(by_counts.items(), key=lambda kv: min(kv[1]))
+    )
+
+
+def per_device(
+    layouts: Sequence[tuple[Devices, Mapping[str, int]]], device_count: int
+) -> tuple[Counts, ...]:
+    """The counts each of a node's ``device_count`` devices gets."""
+    out: list[Counts] = [()] * device_count
+    for entry in entries(layouts):
+        indexes = range(device_count) if entry.devices == "all" else entry.devices
+        for index in indexes:
+            if index < device_count:
+                out[index] = entry.counts
+    return tuple(out)
+
+
+def config_name(pool: str, payload: object) -> str:
+    """``tessera-<pool>-<hash>``: a content hash, because agents never reload an edited key."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(f"{pool}\n{text}".encode()).hexdigest()[:_HASH_LEN]
+    room = _LABEL_MAX - len("tessera-") - 1 - _HASH_LEN
+    return f"tessera-{pool[:room].rstrip('-.')}-{digest}"
+
+
+def index_ranges(indexes: Sequence[int]) -> str:
+    """``0-3, 6`` for people; ``GPU 0`` style prefixes are added by callers."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(indexes):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
