@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import changes, configmap, device_plugin, hami, node_rules, parsing
+from . import changes, configmap, device_plugin, hami, node_rules, states
 from .assignment import Assignment, Policy, assign
-from .changes import Change, Effective
+from .changes import Change
 from .nodes import NodeFacts
 from .outcomes import PolicyResult, result_of
 from .rules import RuleError
@@ -72,8 +72,8 @@ def plan(
     data = dict(seen.plugin_data or {})
     assignment = assign(policies, seen.nodes)
     results = {p.name: result_of(p, cfg.mps_root) for p in policies}
-    nv_now = _entries(seen.hami_nvidia, hami.NVIDIA_LIST, hami.NVIDIA_FIELDS)
-    asc_now = _entries(seen.hami_ascend, hami.ASCEND_LIST, hami.ASCEND_FIELDS)
+    nv_now = states.owned_entries(seen.hami_nvidia, hami.NVIDIA_LIST, hami.NVIDIA_FIELDS)
+    asc_now = states.owned_entries(seen.hami_ascend, hami.ASCEND_LIST, hami.ASCEND_FIELDS)
     targets: dict[str, configmap.Target] = {}
     nv_want: dict[str, Mapping[str, Any]] = {}
     asc_want: dict[str, Mapping[str, Any]] = {}
@@ -98,8 +98,8 @@ def plan(
             hold = hold or bool(failures)
         target, nv_new, asc_new = _wanted(node, result, ref)
         if not hold:
-            old = _effective(node, data, ref, nv_old, asc_old)
-            new = _target_effective(
+            old = states.now(node, data, ref, nv_old, asc_old)
+            new = states.after(
                 target=target, nv=nv_new, asc=asc_new, nv_old=nv_old, data=data, result=result
             )
             change = changes.classify(old, new, node.name)
@@ -157,52 +157,3 @@ def _wanted(
     if result.key is None:
         return release, None, None
     return configmap.Target(result.key, result.name), None, None
-
-
-def _effective(
-    node: NodeFacts,
-    data: Mapping[str, str],
-    ref: configmap.ConfigMapRef,
-    nv: Mapping[str, Any] | None,
-    asc: Mapping[str, Any] | None,
-) -> Effective | None:
-    if nv:
-        return changes.with_ascend(changes.of_hami(nv), asc)
-    key = node.plugin_config or ref.default_key
-    config, _ = parsing.parse(data.get(key, configmap.DEFAULT_CONTENT))
-    base = changes.of_device_plugin(config) if config is not None else None
-    return changes.with_ascend(base, asc) if base is not None else None
-
-
-def _target_effective(
-    *,
-    target: configmap.Target | None,
-    nv: Mapping[str, Any] | None,
-    asc: Mapping[str, Any] | None,
-    nv_old: Mapping[str, Any] | None,
-    data: Mapping[str, str],
-    result: PolicyResult | None,
-) -> Effective:
-    """What the node runs once the plan is applied."""
-    if nv:
-        return changes.with_ascend(changes.of_hami(nv), asc)
-    moving = target is not None and target.policy is not None
-    if moving and result is not None and result.config is not None:
-        return changes.with_ascend(changes.of_device_plugin(result.config), asc)
-    if nv_old:  # released by HAMi: its plugin stays and falls back to its own defaults
-        return changes.with_ascend(changes.of_hami({}), asc)
-    parsed, _ = parsing.parse(data.get(target.key, "") if target else "")
-    config = parsed or device_plugin.DevicePluginConfig()
-    return changes.with_ascend(changes.of_device_plugin(config), asc)
-
-
-def _entries(
-    document: Mapping[str, Any] | None, list_key: str, owned: tuple[str, ...]
-) -> dict[str, dict[str, Any]]:
-    """Tessera-owned fields of each node's entry, by node name."""
-    entries = (document or {}).get(list_key) or []
-    return {
-        str(e["name"]): {k: e[k] for k in owned if k in e}
-        for e in entries
-        if isinstance(e, dict) and "name" in e
-    }
