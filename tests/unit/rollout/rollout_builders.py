@@ -1,0 +1,121 @@
+"""Builders for rollout tests: a node, a pod, a PDB, a state, a policy in one line each."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout.state import Eviction, NodeState, Phase, TargetSpec
+from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
+
+T0 = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)  # a Saturday
+POOL = "NodePoolGeometry/h100"
+OLD, NEW = "tessera-old", "tessera-new"
+OLD_ALLOC = {"nvidia.com/mig-1g.10gb": 56, "nvidia.com/mig-3g.40gb": 0}
+NEW_ALLOC = {"nvidia.com/mig-1g.10gb": 0, "nvidia.com/mig-3g.40gb": 16}
+ALLOC = {OLD: OLD_ALLOC, NEW: NEW_ALLOC}
+
+
+def secs(n: float) -> timedelta:
+    return timedelta(seconds=n)
+
+
+def policy(**rollout: Any) -> RolloutSpec:
+    return RolloutSpec.model_validate(rollout)
+
+
+def desired(target: str = NEW, *, invalid: str = "", watch: bool = True) -> DesiredNode:
+    return DesiredNode(
+        target=target,
+        labels={MIG_CONFIG_LABEL: target},
+        watch_label=MIG_CONFIG_STATE_LABEL if watch else None,
+        expected_allocatable=dict(ALLOC.get(target, {})),
+        invalid=invalid,
+    )
+
+
+def target(name: str = NEW) -> TargetSpec:
+    return TargetSpec(name, {MIG_CONFIG_LABEL: name}, MIG_CONFIG_STATE_LABEL, dict(ALLOC[name]))
+
+
+def state(phase: Phase, *, since: datetime = T0, **kw: Any) -> NodeState:
+    base = NodeState(
+        phase=phase,
+        owner=POOL,
+        target=target(NEW),
+        orig=False,
+        since=since,
+        drain_started=since if phase in (Phase.DRAINING, Phase.BLOCKED) else None,
+        last_good=target(OLD),
+    )
+    return replace(base, **kw)
+
+
+def node(
+    name: str = "gpu-1",
+    *,
+    config: str | None = OLD,
+    agent: str | None = "success",
+    st: NodeState | None = None,
+    cordoned: bool = False,
+    ready: bool = True,
+    tainted: bool = False,
+    alloc: dict[str, int] | None = None,
+    **kw: Any,
+) -> NodeView:
+    labels = {}
+    if config is not None:
+        labels[MIG_CONFIG_LABEL] = config
+    if agent is not None:
+        labels[MIG_CONFIG_STATE_LABEL] = agent
+    if alloc is None:
+        alloc = dict(ALLOC.get(config or "", {})) if agent == "success" else {}
+    return NodeView(
+        name=name,
+        labels=labels,
+        unschedulable=cordoned,
+        ready=ready,
+        allocatable=alloc,
+        taints=(GEOMETRY_PENDING,) if tainted else (),
+        state=st,
+        **kw,
+    )
+
+
+def gpu_pod(name: str, on: str = "gpu-1", *, ns: str = "ml", **kw: Any) -> PodView:
+    kw.setdefault("requests_accelerator", True)
+    kw.setdefault("uid", f"uid-{name}")
+    return PodView(namespace=ns, name=name, node=on, **kw)
+
+
+def pdb(name: str, allowed: int, *, ns: str = "ml", **match: str) -> PdbView:
+    return PdbView(ns, name, LabelSelector(match_labels=match), allowed)
+
+
+def evicted(pod_key: str, attempts: int, ago: float, now: datetime = T0) -> dict[str, Eviction]:
+    return {pod_key: Eviction(attempts, now - secs(ago))}
+
+
+def kinds(actions: tuple[act.Action, ...] | list[act.Action]) -> list[str]:
+    """Compact, order-preserving view of a plan: ``["SetNodeState:Cordoned", "Cordon:gpu-1"]``."""
+    out = []
+    for a in actions:
+        match a:
+            case act.SetNodeState(state=s):
+                out.append(f"SetNodeState:{s.phase.value}")
+            case act.Evict() | act.DeletePod():
+                out.append(f"{type(a).__name__}:{a.namespace}/{a.name}")
+            case _:
+                out.append(f"{type(a).__name__}:{a.node}")
+    return out
+
+
+def written(actions: tuple[act.Action, ...], node_name: str = "gpu-1") -> NodeState:
+    """The last state the plan writes for ``node_name``."""
+    states = [a.state for a in actions if isinstance(a, act.SetNodeState) and a.node == node_name]
+    assert states, f"no state written for {node_name}: {kinds(actions)}"
+    return states[-1]
