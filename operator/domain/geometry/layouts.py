@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 Counts = tuple[tuple[str, int], ...]
-Devices = str | Sequence[int]
+Devices = str | int | Sequence[int]  # as the API model types it; an int means [int]
 MAX_DEVICES = 16  # the API allows indexes 0-15
 _LABEL_MAX = 63  # the config name is a node label value
 _HASH_LEN = 10
@@ -42,13 +42,20 @@ def counts_of(mapping: Mapping[str, int]) -> Counts:
     return tuple(sorted((k, v) for k, v in mapping.items() if v))
 
 
+def indexes(devices: Devices) -> tuple[int, ...] | None:
+    """The explicit indexes of a ``devices`` value, None for ``all``."""
+    if isinstance(devices, str):
+        if devices != "all":
+            raise GeometryError(f'devices must be "all" or a list of indexes, not {devices!r}')
+        return None
+    return (devices,) if isinstance(devices, int) else tuple(devices)
+
+
 def overrides(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> dict[int, int]:
     """Explicit device index -> position of the layout naming it; raises on a double listing."""
     owner: dict[int, int] = {}
     for pos, (devices, _) in enumerate(layouts):
-        if isinstance(devices, str):
-            continue
-        for index in devices:
+        for index in indexes(devices) or ():
             if index in owner and owner[index] != pos:
                 raise GeometryError(
                     f"device {index} is listed by layout {owner[index] + 1} and layout {pos + 1}; "
@@ -63,9 +70,7 @@ def entries(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> tuple[Entry
     owner = overrides(layouts)
     everywhere: Counts = ()
     for devices, counts in layouts:
-        if isinstance(devices, str):
-            if devices != "all":
-                raise GeometryError(f'devices must be "all" or a list of indexes, not {devices!r}')
+        if indexes(devices) is None:
             everywhere = counts_of(counts)
     by_counts: dict[Counts, list[int]] = {}
     for index, pos in owner.items():
@@ -76,8 +81,8 @@ def entries(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> tuple[Entry
     if not owner:
         return (Entry("all", everywhere),)
     return tuple(
-        Entry(tuple(sorted(indexes)), counts)
-        for counts, indexes in sorted(by_counts.items(), key=lambda kv: min(kv[1]))
+        Entry(tuple(sorted(listed)), counts)
+        for counts, listed in sorted(by_counts.items(), key=lambda kv: min(kv[1]))
     )
 
 
@@ -87,8 +92,8 @@ def per_device(
     """The counts each of a node's ``device_count`` devices gets."""
     out: list[Counts] = [()] * device_count
     for entry in entries(layouts):
-        indexes = range(device_count) if entry.devices == "all" else entry.devices
-        for index in indexes:
+        targets = range(device_count) if isinstance(entry.devices, str) else entry.devices
+        for index in targets:
             if index < device_count:
                 out[index] = entry.counts
     return tuple(out)
@@ -102,10 +107,10 @@ def config_name(pool: str, payload: object) -> str:
     return f"tessera-{pool[:room].rstrip('-.')}-{digest}"
 
 
-def index_ranges(indexes: Sequence[int]) -> str:
+def index_ranges(values: Sequence[int]) -> str:
     """``0-3, 6`` for people; ``GPU 0`` style prefixes are added by callers."""
     runs: list[tuple[int, int]] = []
-    for i in sorted(indexes):
+    for i in sorted(values):
         if runs and runs[-1][1] == i - 1:
             runs[-1] = (runs[-1][0], i)
         else:

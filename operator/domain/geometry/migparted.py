@@ -24,7 +24,7 @@ import yaml
 from tessera.api.v1alpha1.nodepoolgeometry import MigLayout
 from tessera.domain.geometry import placement
 from tessera.domain.geometry.catalog import GpuModel
-from tessera.domain.geometry.layouts import GeometryError, config_name, entries
+from tessera.domain.geometry.layouts import GeometryError, config_name, entries, indexes
 
 CONFIG_KEY = "config.yaml"
 _PROFILE = re.compile(r"^(\d+)g\.(\d+)gb")
@@ -86,5 +86,5 @@ def _check(layouts: Sequence[MigLayout], models: Sequence[GpuModel]) -> None:
         for model in models:
             result = placement.place(model, layout.profiles)
             if not result.valid:
-                where = "all" if isinstance(layout.devices, str) else list(layout.devices)
+                where = indexes(layout.devices) or "all"
                 raise GeometryError(f"layout devices: {where} on {model.id}: {result.reason}")
