@@ -70,7 +70,9 @@ def step(ctx: Context, node: NodeView, s: NodeState, d: DesiredNode) -> Outcome:
         case Phase.FAILED:
             return failed(ctx, node, s)
         case _:
-            return release(node, s, ctx.now, f"layout {s.target.id} verified")
+            # Uncordoning is entered only from a verified layout (backing out never
+            # carries rollback_of), so finishing it settles a rollback's record too.
+            return release(node, s, ctx.now, f"layout {s.target.id} verified", settle=True)
 
 
 def retarget(s: NodeState, d: DesiredNode, now: datetime) -> NodeState:
@@ -120,7 +122,8 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
         now=ctx.now,
         timed_out=timed_out,
     )
-    s = replace(s, evictions=dp.evictions)
+    if dp.actions:  # persist bookkeeping only with new attempts: no write just to prune
+        s = replace(s, evictions=dp.evictions)
     if dp.done:
         nxt = replace(s.to(Phase.APPLYING, ctx.now), evictions={})
         return Outcome(node.name, Phase.APPLYING, f"{node.name} drained", nxt)

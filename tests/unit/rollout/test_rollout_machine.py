@@ -238,6 +238,11 @@ CASES = {
     "crash after the uncordon: only the clear is left": Case(
         [node(st=state(Phase.UNCORDONING), config=NEW)], ["ClearNodeState:gpu-1"]
     ),
+    "crash while a rollback uncordons: the settled record is still written": Case(
+        [node(st=state(Phase.UNCORDONING, target=target(OLD), rollback_of=NEW), cordoned=True)],
+        ["Uncordon:gpu-1", "SetNodeState:Failed"],
+        phase=Phase.FAILED,
+    ),
     "failed with Hold: nothing moves, Stalled": Case(
         [node(st=state(Phase.FAILED, message="boom"), config=NEW, agent="failed", cordoned=True)],
         [],
