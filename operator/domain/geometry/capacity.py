@@ -41,10 +41,41 @@ def mig_resource(profile: str) -> str:
     return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
+_node_cache: dict[tuple[object, ...], NodeVerdict] = {}
+_NODE_CACHE_LIMIT = 20_000
+
+
 def validate_mig_node(
     model: GpuModel, gpu_count: int, layouts: Sequence[MigLayout], strategy: Strategy = "mixed"
 ) -> NodeVerdict:
-    """Check every GPU of a node; the reason names the GPU indexes, profiles and collisions."""
+    """Check every GPU of a node; the reason names the GPU indexes, profiles and collisions.
+
+    Memoised per (model, GPU count, layouts, strategy): a pool's nodes share them.
+    """
+    key = (model.id, gpu_count, strategy, *(_layout_key(lay) for lay in layouts))
+    hit = _node_cache.get(key)
+    if hit is None:
+        if len(_node_cache) >= _NODE_CACHE_LIMIT:
+            _node_cache.clear()
+        hit = _node_cache[key] = _validate(model, gpu_count, layouts, strategy)
+    return hit
+
+
+def clear_cache() -> None:
+    """Forget memoised node verdicts and placements (benchmarks measure a cold start)."""
+    _node_cache.clear()
+    placement.clear_cache()
+
+
+def _layout_key(layout: MigLayout) -> tuple[object, ...]:
+    devices = layout.devices
+    where = devices if isinstance(devices, str | int) else tuple(devices)
+    return (where, *sorted(layout.profiles.items()))
+
+
+def _validate(
+    model: GpuModel, gpu_count: int, layouts: Sequence[MigLayout], strategy: Strategy
+) -> NodeVerdict:
     try:
         counts = per_device([(lay.devices, lay.profiles) for lay in layouts], gpu_count)
     except GeometryError as err:
