@@ -7,7 +7,10 @@ service-account and disruption controllers. Nothing here is mocked.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,3 +63,57 @@ def kube(control_plane: ControlPlane) -> Iterator[Kube]:
     client = Kube.from_kubeconfig(str(control_plane.kubeconfig))
     yield client
     client.close()
+
+
+class OperatorProcess:
+    """``tessera run`` as a real process against the test control plane."""
+
+    def __init__(self, plane: ControlPlane, log_path: Path, *extra: str) -> None:
+        self.plane = plane
+        self.log_path = log_path
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> OperatorProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tessera.cli.main",
+                "run",
+                f"--kubeconfig={self.plane.kubeconfig}",
+                "--metrics-port=0",
+                "--resync-seconds=5",
+                *self.extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture(scope="session")
+def operator(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(
+        control_plane, tmp_path_factory.mktemp("operator") / "operator.log"
+    ).start()
+    yield proc
+    proc.stop()
+    errors = [line for line in proc.log().splitlines() if "Traceback" in line]
+    assert not errors, "the operator logged tracebacks:\n" + proc.log()[-5000:]

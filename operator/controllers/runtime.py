@@ -1,0 +1,80 @@
+"""What every controller is handed at start-up: the API adapter, a clock, settings.
+
+Wiring is built once in ``tessera run`` and injected, so a controller never
+reads the environment, the wall clock or a global client on its own — tests
+build a Context around the real API server and a clock they control.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tessera.adapters.kube import Kube, path_of
+from tessera.api import constants as c
+from tessera.observability.events import EventRecorder, Ref
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator settings (flags of ``tessera run``); defaults match the GPU Operator's."""
+
+    resync_seconds: float = 60.0
+    mig_configmap: tuple[str, str] = (c.MIG_PARTED_CONFIGMAP_NAMESPACE, c.MIG_PARTED_CONFIGMAP_NAME)
+    device_plugin_configmap: tuple[str, str] = (
+        c.DEVICE_PLUGIN_CONFIGMAP_NAMESPACE,
+        c.DEVICE_PLUGIN_CONFIGMAP_NAME,
+    )
+    vnpu_configmap: tuple[str, str] = (c.VNPU_CONFIGMAP_NAMESPACE, c.VNPU_CONFIGMAP_NAME)
+    hami_namespace: str = c.HAMI_NAMESPACE
+
+
+@dataclass(frozen=True)
+class Result:
+    """When to look again (None: at the next resync or trigger)."""
+
+    requeue_after: float | None = None
+
+
+@dataclass
+class Context:
+    kube: Kube
+    settings: Settings = field(default_factory=Settings)
+    clock: Callable[[], datetime] = utcnow
+    events: EventRecorder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.events = EventRecorder(self.kube)
+
+
+def custom_path(plural: str, name: str = "") -> str:
+    return path_of(f"{c.GROUP}/{c.VERSION}", plural, name)
+
+
+def ref_of(obj: dict[str, Any]) -> Ref:
+    meta = obj["metadata"]
+    return Ref(
+        obj.get("apiVersion", c.API_VERSION),
+        obj.get("kind", ""),
+        meta["name"],
+        meta.get("uid", ""),
+        meta.get("namespace", ""),
+    )
+
+
+def write_status(ctx: Context, plural: str, obj: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Patch ``status`` only when it differs from what the object already says."""
+    if obj.get("status") == status:
+        return False
+    ctx.kube.patch(
+        custom_path(plural, obj["metadata"]["name"]) + "/status",
+        [{"op": "add", "path": "/status", "value": status}],  # add replaces: exact, no merging
+        kind="json",
+    )
+    return True

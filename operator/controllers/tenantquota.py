@@ -1,0 +1,217 @@
+"""TenantQuota controller: observe → plan → apply one wave → status.
+
+Everything that decides lives in ``tessera.domain.quota``; this module only
+gathers the observations (tenants, namespaces, Tessera's ResourceQuotas,
+node capacity), applies the wave the plan releases — with optimistic
+concurrency, so a quota that changed since we read it is re-planned rather
+than overwritten — and writes the status once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from tessera.adapters.kube import ApiError, Obj, path_of
+from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
+from tessera.domain import selectors
+from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.quota import membership as membership_
+from tessera.domain.quota import objects, planning, reporting
+from tessera.domain.quota.quantities import QuantityError
+from tessera.observability import metrics
+from tessera.observability.tracing import span
+
+from .runtime import Context, Result, custom_path, ref_of, write_status
+
+PLURAL = "tenantquotas"
+KIND = "TenantQuota"
+FAST_REQUEUE = 0.5  # waiting for the quota controller to confirm a wave
+log = logging.getLogger("tessera.tenantquota")
+
+
+def reconcile(ctx: Context, name: str) -> Result:
+    obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return Result()
+    with span("reconcile", kind=KIND, name=name):
+        try:
+            spec = TenantQuotaSpec.model_validate(obj.get("spec") or {})
+        except ValidationError as err:
+            return _stalled(ctx, obj, "InvalidSpec", _first_error(err))
+        tenants = _tenants(ctx)
+        namespaces = ctx.kube.list("/api/v1/namespaces")
+        member_map = {
+            tenant: [
+                ns["metadata"]["name"]
+                for ns in namespaces
+                if not ns["metadata"].get("deletionTimestamp")
+                and selectors.matches(s.namespace_selector, ns["metadata"].get("labels") or {})
+            ]
+            for tenant, s in tenants.items()
+        }
+        membership = membership_.resolve(member_map)
+        try:
+            seen = _seen_quotas(ctx)
+            plan = planning.plan(name, spec, membership, seen)
+        except QuantityError as err:
+            return _stalled(ctx, obj, "InvalidSpec", str(err))
+        wave = plan.next_wave
+        for action in wave:
+            _apply(ctx, obj, action)
+        if wave:  # re-observe before the status claims anything about the new limits
+            seen = _seen_quotas(ctx)
+            plan = planning.plan(name, spec, membership, seen)
+        capacity = _capacity(ctx)
+        commitments = {
+            t: reporting.commitment(s, len(membership.namespaces_of(t))) for t, s in tenants.items()
+        }
+        overcommit = reporting.overcommitted(name, commitments, capacity)
+        verdict = reporting.verdict(name, plan, membership, overcommit)
+        _status(ctx, obj, spec, plan, seen, capacity, verdict)
+        _export(name, spec, seen)
+        metrics.RECONCILES.labels(KIND, verdict.state).inc()
+        return Result(None if plan.settled else FAST_REQUEUE)
+
+
+def finalize(ctx: Context, name: str) -> None:
+    """Remove exactly this tenant's ResourceQuotas (never anyone else's)."""
+    for quota in ctx.kube.list("/api/v1/resourcequotas", label_selector=objects.selector()):
+        seen = objects.read(quota)
+        if seen is not None and seen.tenant == name:
+            ctx.kube.delete(
+                path_of("v1", "resourcequotas", quota["metadata"]["name"], seen.namespace)
+            )
+
+
+# -- observe -------------------------------------------------------------------------------------
+
+
+def _tenants(ctx: Context) -> dict[str, TenantQuotaSpec]:
+    out = {}
+    for item in ctx.kube.list(custom_path(PLURAL)):
+        if item["metadata"].get("deletionTimestamp"):
+            continue
+        try:
+            out[item["metadata"]["name"]] = TenantQuotaSpec.model_validate(item.get("spec") or {})
+        except ValidationError:
+            continue  # that tenant reports its own InvalidSpec
+    return out
+
+
+def _seen_quotas(ctx: Context) -> list[objects.SeenQuota]:
+    quotas = ctx.kube.list("/api/v1/resourcequotas", label_selector=objects.selector())
+    return [seen for q in quotas if (seen := objects.read(q)) is not None]
+
+
+def _capacity(ctx: Context) -> dict[str, int]:
+    """What the nodes advertise for accelerator resources, summed."""
+    total: dict[str, int] = {}
+    for node in ctx.kube.list("/api/v1/nodes"):
+        for resource, value in (node.get("status", {}).get("allocatable") or {}).items():
+            if "/" in resource and str(value).isdigit():
+                total[resource] = total.get(resource, 0) + int(value)
+    return total
+
+
+# -- apply ---------------------------------------------------------------------------------------
+
+
+def _apply(ctx: Context, obj: Obj, action: planning.Action) -> None:
+    path = path_of("v1", "resourcequotas", action.name, action.namespace)
+    log.info("tenantquota/%s: %s %s: %s", obj["metadata"]["name"], action.verb, path, action.reason)
+    with span(f"{action.verb} ResourceQuota", namespace=action.namespace, reason=action.reason):
+        try:
+            if action.verb == "create" and action.manifest is not None:
+                ctx.kube.create(
+                    path_of("v1", "resourcequotas", namespace=action.namespace), action.manifest
+                )
+            elif action.verb == "update" and action.manifest is not None:
+                body: dict[str, Any] = {
+                    "metadata": {
+                        "labels": action.manifest["metadata"]["labels"],
+                        "resourceVersion": action.resource_version,
+                    },
+                    "spec": action.manifest["spec"],
+                }
+                ctx.kube.patch(path, body)
+            elif action.verb == "delete":
+                precondition = (
+                    {"preconditions": {"resourceVersion": action.resource_version}}
+                    if action.resource_version
+                    else None
+                )
+                ctx.kube.delete(path, precondition)
+        except ApiError as err:
+            if err.conflict or err.not_found:  # changed under us: the next pass re-plans
+                log.info(
+                    "tenantquota: %s %s raced (%s); re-planning", action.verb, path, err.reason
+                )
+                return
+            raise
+    ctx.events.post(
+        ref_of(obj),
+        "QuotaUpdated",
+        f"{action.verb} {action.namespace}/{action.name}: {action.reason}",
+        ctx.clock(),
+    )
+
+
+# -- status --------------------------------------------------------------------------------------
+
+
+def _status(
+    ctx: Context,
+    obj: Obj,
+    spec: TenantQuotaSpec,
+    plan: planning.Plan,
+    seen: list[objects.SeenQuota],
+    capacity: dict[str, int],
+    verdict: Verdict,
+) -> None:
+    meta = obj["metadata"]
+    previous = (obj.get("status") or {}).get("conditions") or []
+    conditions = conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock())
+    status = reporting.status(
+        spec,
+        plan,
+        seen,
+        capacity,
+        tenant=meta["name"],
+        generation=meta.get("generation", 0),
+        conditions=conditions,
+    )
+    write_status(ctx, PLURAL, obj, status.model_dump(by_alias=True, exclude_none=True))
+
+
+def _stalled(ctx: Context, obj: Obj, reason: str, message: str) -> Result:
+    meta = obj["metadata"]
+    previous = (obj.get("status") or {}).get("conditions") or []
+    verdict = Verdict("stalled", reason, message)
+    conditions = conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock())
+    status = {
+        **(obj.get("status") or {}),
+        "observedGeneration": meta.get("generation", 0),
+        "conditions": conditions,
+    }
+    write_status(ctx, PLURAL, obj, status)
+    ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
+    metrics.RECONCILES.labels(KIND, "stalled").inc()
+    return Result()
+
+
+def _export(name: str, spec: TenantQuotaSpec, seen: list[objects.SeenQuota]) -> None:
+    mine = [q for q in seen if q.tenant == name]
+    for resource in spec.hard.keys() | (spec.total or {}).keys():
+        metrics.QUOTA.labels(name, resource, "used").set(sum(q.used.get(resource, 0) for q in mine))
+        metrics.QUOTA.labels(name, resource, "hard").set(sum(q.hard.get(resource, 0) for q in mine))
+        if spec.total and resource in spec.total:
+            metrics.QUOTA.labels(name, resource, "total").set(int(spec.total[resource]))
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = "spec." + ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}"

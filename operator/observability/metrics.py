@@ -1,0 +1,40 @@
+"""Prometheus metrics Tessera exports on /metrics (documented in the README's table).
+
+Defined once here so every name, type and label set is in one place and the
+README table can be checked against it.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+RECONCILES = Counter(
+    "tessera_reconciles_total", "Reconcile passes, by kind and outcome.", ["kind", "outcome"]
+)
+RECONCILE_SECONDS = Histogram(
+    "tessera_reconcile_duration_seconds", "Time of one reconcile pass.", ["kind"]
+)
+API_WRITES = Counter(
+    "tessera_api_writes_total", "Mutating API requests Tessera sent, by verb.", ["verb"]
+)
+NODES_BY_PHASE = Gauge(
+    "tessera_rollout_nodes", "Nodes of a pool by rollout phase.", ["kind", "pool", "phase"]
+)
+PHASE_SECONDS = Histogram(
+    "tessera_rollout_phase_duration_seconds",
+    "Time a node spent in a rollout phase.",
+    ["phase"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
+)
+EVICTIONS = Counter(
+    "tessera_evictions_total", "Evictions attempted, by result (evicted, blocked).", ["result"]
+)
+ROLLBACKS = Counter("tessera_rollbacks_total", "Rollbacks to the last good layout.", ["pool"])
+SHARING_NODES = Gauge(
+    "tessera_sharing_nodes", "Nodes of a SharingPolicy by state.", ["policy", "state"]
+)
+QUOTA = Gauge(
+    "tessera_tenant_quota",
+    "Tenant quota figures per resource (used, hard, total).",
+    ["tenant", "resource", "figure"],
+)

@@ -1,0 +1,177 @@
+"""TenantQuota on the real API server, with the real quota controller and admission."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+
+import pytest
+
+from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.devcluster import fleet
+
+from .conftest import OperatorProcess
+from .helpers import condition, custom, eventually, gpu_pod, namespace
+
+MIG = "nvidia.com/mig-1g.10gb"
+TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
+
+
+def _quota(kube: Kube, ns: str, tenant: str) -> dict[str, object] | None:
+    return kube.get_or_none(path_of("v1", "resourcequotas", f"tessera-{tenant}", ns))
+
+
+def _enforced(kube: Kube, ns: str, tenant: str) -> bool:
+    quota = _quota(kube, ns, tenant)
+    status = (quota or {}).get("status") or {}
+    return bool(quota) and status.get("hard") == quota["spec"]["hard"]  # type: ignore[index]
+
+
+def _ready(kube: Kube, name: str) -> bool:
+    obj = kube.get_or_none(f"{TQ}/{name}")
+    cond = condition(obj, "Ready")
+    return bool(
+        cond
+        and cond["status"] == "True"
+        and obj["status"]["observedGeneration"] == obj["metadata"]["generation"]  # type: ignore[index]
+    )
+
+
+@pytest.fixture(scope="module")
+def tenant_a(kube: Kube, operator: OperatorProcess) -> str:
+    for ns in ("qa-1", "qa-2"):
+        namespace(kube, ns, {"tessera.io/tenant": "qa"})
+    kube.create(
+        TQ,
+        custom(
+            "TenantQuota",
+            "qa",
+            {
+                "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "qa"}},
+                "hard": {MIG: 4},
+                "total": {MIG: 6},
+            },
+        ),
+    )
+    eventually(lambda: _ready(kube, "qa"), 60, "TenantQuota qa Ready")
+    return "qa"
+
+
+def test_pod_over_the_namespace_limit_is_rejected_by_the_api_server(
+    kube: Kube, tenant_a: str
+) -> None:
+    eventually(lambda: _enforced(kube, "qa-1", tenant_a), what="quota enforced in qa-1")
+    with pytest.raises(ApiError) as rejected:
+        kube.create(path_of("v1", "pods", namespace="qa-1"), gpu_pod("too-big", MIG, 5))
+    assert rejected.value.status == 403
+    assert "exceeded quota: tessera-qa" in rejected.value.message
+
+
+def test_concurrent_pods_in_two_namespaces_never_exceed_the_total(
+    kube: Kube, tenant_a: str
+) -> None:
+    names = itertools.count()
+
+    def attempt(ns: str) -> bool:
+        try:
+            kube.create(path_of("v1", "pods", namespace=ns), gpu_pod(f"burst-{next(names)}", MIG))
+        except ApiError as err:
+            assert err.status == 403, err
+            return False
+        return True
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        admitted = sum(pool.map(attempt, ["qa-1", "qa-2"] * 12))
+    pods = [p for ns in ("qa-1", "qa-2") for p in kube.list(path_of("v1", "pods", namespace=ns))]
+    assert admitted == len(pods) <= 6
+    # Headroom moves: once the operator rebalances, the total can be reached but never passed.
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            list(pool.map(attempt, ["qa-1", "qa-2"] * 4))
+            eventually(lambda: _ready(kube, tenant_a), 30, "rebalanced")
+    pods = [p for ns in ("qa-1", "qa-2") for p in kube.list(path_of("v1", "pods", namespace=ns))]
+    assert len(pods) <= 6
+    hard_sum = sum(
+        int(_quota(kube, ns, tenant_a)["spec"]["hard"][f"requests.{MIG}"])  # type: ignore[index]
+        for ns in ("qa-1", "qa-2")
+    )
+    assert hard_sum <= 6
+
+
+def test_relabelling_a_namespace_moves_it_between_tenants(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    namespace(kube, "move-me", {"tessera.io/tenant": "mv-a"})
+    for tenant in ("mv-a", "mv-b"):
+        kube.create(
+            TQ,
+            custom(
+                "TenantQuota",
+                tenant,
+                {
+                    "namespaceSelector": {"matchLabels": {"tessera.io/tenant": tenant}},
+                    "hard": {"nvidia.com/gpu": 2 if tenant == "mv-a" else 3},
+                },
+            ),
+        )
+    eventually(lambda: _quota(kube, "move-me", "mv-a"), what="mv-a quota in move-me")
+    kube.patch(
+        "/api/v1/namespaces/move-me", {"metadata": {"labels": {"tessera.io/tenant": "mv-b"}}}
+    )
+    eventually(lambda: _quota(kube, "move-me", "mv-b"), what="mv-b quota in move-me")
+    eventually(lambda: _quota(kube, "move-me", "mv-a") is None or None, what="mv-a quota gone")
+    assert _quota(kube, "move-me", "mv-b")["spec"]["hard"] == {"requests.nvidia.com/gpu": "3"}  # type: ignore[index]
+
+
+def test_deleting_a_tenant_removes_exactly_its_quotas(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    namespace(kube, "del-1", {"tessera.io/tenant": "del"})
+    human = {
+        "metadata": {"name": "human-quota"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+    }
+    kube.create(path_of("v1", "resourcequotas", namespace="del-1"), human)
+    kube.create(
+        TQ,
+        custom(
+            "TenantQuota",
+            "del",
+            {
+                "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "del"}},
+                "hard": {"nvidia.com/gpu": 1},
+            },
+        ),
+    )
+    eventually(lambda: _quota(kube, "del-1", "del"), what="tessera-del quota")
+    kube.delete(f"{TQ}/del")
+    eventually(lambda: kube.get_or_none(f"{TQ}/del") is None or None, what="TenantQuota deleted")
+    assert _quota(kube, "del-1", "del") is None
+    assert kube.get_or_none(path_of("v1", "resourcequotas", "human-quota", "del-1"))
+
+
+def test_overcommitted_appears_and_clears(kube: Kube, operator: OperatorProcess) -> None:
+    fleet.create_nodes(kube, [fleet.NodeSpec("oc-gpu-0", "A100-40GB", devices=8)])
+    namespace(kube, "oc-1", {"tessera.io/tenant": "oc"})
+    kube.create(
+        TQ,
+        custom(
+            "TenantQuota",
+            "oc",
+            {
+                "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "oc"}},
+                "hard": {"nvidia.com/gpu": 1},
+                "total": {"nvidia.com/gpu": 100},
+            },
+        ),
+    )
+
+    def overcommitted(value: str) -> bool:
+        cond = condition(kube.get_or_none(f"{TQ}/oc"), "Overcommitted")
+        return bool(cond and cond["status"] == value)
+
+    eventually(lambda: overcommitted("True"), what="Overcommitted=True")
+    message = condition(kube.get_or_none(f"{TQ}/oc"), "Overcommitted")["message"]  # type: ignore[index]
+    assert "nvidia.com/gpu" in message and "oc" in message
+    kube.patch(f"{TQ}/oc", {"spec": {"total": {"nvidia.com/gpu": 1}}})
+    eventually(lambda: overcommitted("False"), what="Overcommitted=False")
