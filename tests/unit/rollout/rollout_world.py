@@ -21,7 +21,6 @@ from rollout_builders import ALLOC
 from tessera.api.constants import (
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
-    NODE_PHASE_ANNOTATION,
     NODE_STATE_ANNOTATION,
 )
 from tessera.api.v1alpha1.common import LabelSelector

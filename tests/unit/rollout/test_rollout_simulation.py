@@ -101,7 +101,7 @@ def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: f
         assert not daemonset_pods & set(world.accepted_evictions)
         busy = any(n.state is not None and in_flight(n.state) for n in nodes)
         quiet = quiet + 1 if not p.actions else 0
-        if not busy and not p.actions or quiet >= 200:
+        if (not busy and not p.actions) or quiet >= 200:
             run.transcript.append(f"{step:04d} == {p.verdict.state} {p.verdict.reason}")
             return run
     pytest.fail(f"no convergence in {MAX_STEPS} steps")

@@ -1,0 +1,205 @@
+"""Invariants over random observations (hypothesis), and crash-at-any-prefix convergence.
+
+Whatever the cluster looks like, a plan must never: uncordon a node whose
+original state was unschedulable, evict a DaemonSet, mirror or terminating
+pod, cordon a node whose layout is invalid, or start more nodes than the
+budget allows. And it must be a pure function: same inputs, same plan.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+from rollout_builders import NEW, OLD, POOL, T0, desired, gpu_pod, node, pdb, policy, secs, state
+from rollout_world import World
+
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout.gates import budget
+from tessera.domain.rollout.planning import in_flight, plan
+from tessera.domain.rollout.state import Phase
+from tessera.domain.rollout.views import NodeView, PodView
+
+PHASES = [None, *Phase]
+
+
+@hs.composite
+def clusters(draw: hs.DrawFn) -> tuple[list[NodeView], list[PodView], dict[str, object]]:
+    count = draw(hs.integers(1, 8))
+    nodes, pods = [], []
+    for i in range(count):
+        name = f"gpu-{i}"
+        phase = draw(hs.sampled_from(PHASES))
+        st = None
+        if phase is not None:
+            st = state(
+                phase,
+                orig=draw(hs.booleans()),
+                since=T0 - secs(draw(hs.integers(0, 3600))),
+                rolled_back=phase == Phase.FAILED and draw(hs.booleans()),
+            )
+        nodes.append(
+            node(
+                name,
+                config=draw(hs.sampled_from([OLD, NEW, None])),
+                agent=draw(hs.sampled_from(["success", "pending", "failed", None])),
+                st=st,
+                cordoned=draw(hs.booleans()),
+                ready=draw(hs.booleans()),
+                tainted=draw(hs.booleans()),
+            )
+        )
+        for j in range(draw(hs.integers(0, 3))):
+            pods.append(
+                gpu_pod(
+                    f"p{i}-{j}",
+                    name,
+                    owner_kind=draw(hs.sampled_from(["ReplicaSet", "DaemonSet", None])),
+                    is_mirror=draw(hs.booleans()),
+                    deletion_timestamp=draw(hs.sampled_from([None, T0])),
+                    labels={"app": "s"},
+                )
+            )
+    rollout = {
+        "maxUnavailable": draw(hs.sampled_from([1, 2, "50%"])),
+        "onFailure": draw(hs.sampled_from(["Hold", "Rollback"])),
+        "drain": {"force": draw(hs.booleans())},
+    }
+    return nodes, pods, rollout
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), hs.integers(0, 7))
+def test_plan_invariants(
+    cluster: tuple[list[NodeView], list[PodView], dict[str, object]], bad: int
+) -> None:
+    nodes, pods, rollout = cluster
+    spec = policy(**rollout)
+    want = {n.name: desired(invalid="no" if i == bad else "") for i, n in enumerate(nodes)}
+    pdbs = [pdb("s", 1, app="s")]
+    p = plan(POOL, spec, want, nodes, pods, pdbs, T0)
+    assert p == plan(POOL, spec, want, nodes, pods, pdbs, T0)  # pure and deterministic
+    by_name = {n.name: n for n in nodes}
+    by_key = {(q.namespace, q.name): q for q in pods}
+    admitted = 0
+    for a in p.actions:
+        n = by_name[a.node]
+        if isinstance(a, act.Uncordon):
+            assert n.state is not None and not n.state.orig
+        if isinstance(a, act.Evict | act.DeletePod):
+            q = by_key[(a.namespace, a.name)]
+            assert not (q.is_daemonset or q.is_mirror or q.deletion_timestamp)
+        if isinstance(a, act.Cordon) and want[a.node].invalid:
+            assert n.state is not None and in_flight(n.state)  # only a rollout already under way
+        if (
+            isinstance(a, act.SetNodeState)
+            and a.state.phase == Phase.CORDONED
+            and (n.state is None or not in_flight(n.state))
+        ):
+            assert not want[a.node].invalid
+            admitted += 0 if (n.unschedulable or not n.ready) else 1
+    taken = sum(
+        1
+        for n in nodes
+        if n.unschedulable or not n.ready or n.state_error or (n.state and in_flight(n.state))
+    )
+    assert admitted <= max(0, budget(spec.max_unavailable, len(nodes)) - taken)
+    assert len(p.problems) <= 20
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.integers(0, 10_000))
+def test_crash_after_any_prefix_converges(seed: int) -> None:
+    """Kill the operator after a random number of writes, every pass: it still converges."""
+    rng = random.Random(seed)
+    world = World(rng, T0)
+    for i in range(6):
+        world.add_node(f"gpu-{i}", OLD, cordoned=i == 0)
+        for _ in range(rng.randint(0, 2)):
+            world.add_pod(f"gpu-{i}", "train")
+    want = {name: desired(NEW) for name in world.nodes}
+    spec = policy(maxUnavailable=2)
+    for _ in range(400):
+        world.tick(secs(10))
+        nodes, pods, pdbs = world.observe()
+        p = plan(POOL, spec, want, nodes, pods, pdbs, world.now)
+        if not p.actions and p.verdict.state == "ready":
+            break
+        for a in p.actions[: rng.randint(0, len(p.actions))]:
+            world.apply(a)
+            assert len(world.disrupted()) <= 2
+    else:
+        raise AssertionError("did not converge")
+    assert [n.name for n in world.nodes.values() if n.unschedulable] == ["gpu-0"]
+    assert all(not n.taints and not n.annotations for n in world.nodes.values())
+
+
+def test_converged_pool_plans_nothing_on_resync() -> None:
+    nodes = [node(f"gpu-{i}", config=NEW) for i in range(5)]
+    p = plan(POOL, policy(), {n.name: desired() for n in nodes}, nodes, [], [], T0)
+    assert p.actions == () and p.requeue_after is None and p.verdict.state == "ready"
+
+
+def test_plan_hash_is_stable_while_nodes_roll() -> None:
+    want = {f"gpu-{i}": desired() for i in range(3)}
+    before = plan(POOL, policy(), want, [node(f"gpu-{i}") for i in range(3)], [], [], T0)
+    during = plan(
+        POOL,
+        policy(),
+        want,
+        [
+            node("gpu-0", config=NEW),
+            node("gpu-1", st=state(Phase.DRAINING), cordoned=True),
+            node("gpu-2"),
+        ],
+        [],
+        [],
+        T0 + secs(600),
+    )
+    assert before.hash == during.hash
+    other = plan(POOL, policy(), {k: desired("x") for k in want}, [], [], [], T0)
+    assert other.hash != before.hash
+
+
+def test_manual_approval_with_the_plan_hash_starts_nodes() -> None:
+    want = {"gpu-1": desired()}
+    spec = policy(approval="Manual")
+    waiting = plan(POOL, spec, want, [node()], [], [], T0)
+    assert waiting.actions == () and waiting.verdict.reason == "WaitingForApproval"
+    assert waiting.hash in waiting.verdict.message
+    go = plan(POOL, spec, want, [node()], [], [], T0, approved_hash=waiting.hash)
+    assert any(isinstance(a, act.Cordon) for a in go.actions)
+
+
+def test_paused_lets_in_flight_nodes_finish() -> None:
+    nodes = [node("gpu-1", st=state(Phase.APPLYING), cordoned=True, tainted=True), node("gpu-2")]
+    p = plan(
+        POOL,
+        policy(paused=True, maxUnavailable=2),
+        {n.name: desired() for n in nodes},
+        nodes,
+        [],
+        [],
+        T0,
+    )
+    assert {a.node for a in p.actions} == {"gpu-1"}
+
+
+def test_budget_counts_nodes_cordoned_by_others_and_not_ready() -> None:
+    nodes = [
+        node("gpu-0", config=NEW, cordoned=True),  # cordoned by an admin, already updated
+        node("gpu-1", config=NEW, ready=False),
+        node("gpu-2"),
+        node("gpu-3"),
+    ]
+    p = plan(POOL, policy(maxUnavailable=3), {n.name: desired() for n in nodes}, nodes, [], [], T0)
+    assert sorted({a.node for a in p.actions if isinstance(a, act.Cordon)}) == ["gpu-2"]
+    assert "1 of 3 disruption slots free" in next(a.reason for a in p.actions)
+
+
+def test_problems_are_bounded() -> None:
+    nodes = [node(f"gpu-{i:02d}") for i in range(40)]
+    want = {n.name: desired(invalid="too many slices") for n in nodes}
+    p = plan(POOL, policy(), want, nodes, [], [], T0)
+    assert len(p.problems) == 20 and p.counts.total == 40 and p.actions == ()
