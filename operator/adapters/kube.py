@@ -9,6 +9,7 @@ the HTTP status, so callers branch on 404/409/429 instead of parsing text.
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ class Kube:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = 500,
-    ) -> list[Obj]:
+    ) -> builtins.list[Obj]:
         return list(
             self.iter(
                 path,
@@ -145,7 +146,7 @@ class Kube:
 
     def list_with_version(
         self, path: str, *, label_selector: str | None = None
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[builtins.list[Obj], str]:
         """One unpaginated list and its resourceVersion, the starting point of a watch."""
         query: dict[str, str | int] = {"labelSelector": label_selector} if label_selector else {}
         page = self._call("GET", path, query=query)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
 from tessera.api import constants as c
-from tessera.controllers import tenantquota
+from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.runtime import Context, Result
 
 log = logging.getLogger("tessera.handlers")
@@ -33,8 +33,11 @@ class Controller:
 
 
 CONTROLLERS: tuple[Controller, ...] = (
+    Controller(nodepoolgeometry.PLURAL, nodepoolgeometry.reconcile, nodepoolgeometry.finalize),
+    Controller(sharingpolicy.PLURAL, sharingpolicy.reconcile, sharingpolicy.finalize),
     Controller(tenantquota.PLURAL, tenantquota.reconcile, tenantquota.finalize),
 )
+NODE_WATCHERS = (nodepoolgeometry.PLURAL, sharingpolicy.PLURAL)
 
 
 class Wakeups:
@@ -124,7 +127,35 @@ def _register_kind(
             wakeups.wake_all(other.plural)
 
 
+def node_fingerprint(body: Mapping[str, Any]) -> tuple[object, ...]:
+    """The parts of a Node that Tessera's decisions read; heartbeats do not change it."""
+    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
+    ready = [x.get("status") for x in status.get("conditions", []) if x.get("type") == "Ready"]
+    return (
+        tuple(sorted((meta.get("labels") or {}).items())),
+        tuple(sorted((meta.get("annotations") or {}).items())),
+        bool(spec.get("unschedulable")),
+        repr(spec.get("taints")),
+        tuple(sorted((status.get("allocatable") or {}).items())),
+        tuple(ready),
+    )
+
+
 def _register_watches(registry: kopf.OperatorRegistry, wakeups: Wakeups) -> None:
+    seen: dict[str, tuple[object, ...]] = {}
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    def node_changed(name: str, type: str | None, body: Mapping[str, Any], **_: Any) -> None:
+        if type == "DELETED":
+            seen.pop(name, None)
+        else:
+            fingerprint = node_fingerprint(body)
+            if seen.get(name) == fingerprint:
+                return
+            seen[name] = fingerprint
+        for plural in NODE_WATCHERS:
+            wakeups.wake_all(plural)
+
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     def namespace_changed(**_: Any) -> None:
         wakeups.wake_all(tenantquota.PLURAL)
@@ -136,7 +167,7 @@ def _register_watches(registry: kopf.OperatorRegistry, wakeups: Wakeups) -> None
         registry=registry,
         labels={c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
     )
-    def quota_changed(labels: dict[str, str], **_: Any) -> None:
+    def quota_changed(labels: Mapping[str, str], **_: Any) -> None:
         tenant = labels.get(c.TENANT_QUOTA_LABEL)
         if tenant:
             wakeups.wake(tenantquota.PLURAL, tenant)
