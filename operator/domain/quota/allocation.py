@@ -28,12 +28,14 @@ reconcile from fresh observations):
 4. *Waves.* The controller writes decreases first (``step_down``: each limit
    drops to ``min(current, target)``; a namespace without a limit yet gets one at
    its usage) and raises limits only once the quota controller has enforced
-   every decrease (``status.hard`` equals ``spec.hard``). During wave 1 the sum
-   only falls, during wave 2 it only rises towards ``sum(g) <= total``: it never
-   exceeds the total at any instant. Each decrease must be written with the
-   ``resourceVersion`` it was computed from: admission bumps it when it admits a
-   pod, so a decrease computed from stale usage fails and is recomputed rather
-   than landing below what was admitted meanwhile.
+   every decrease (``status.hard`` equals ``spec.hard``), from a fresh plan.
+   Admission checks ``status.hard``, so until then pods may still be admitted
+   under the old, higher limit; the fresh plan sees them in ``status.used``.
+   During wave 1 the sum only falls, during wave 2 it only rises towards
+   ``sum(g) <= total``: it never exceeds the total at any instant. Each write
+   carries the ``resourceVersion`` it was computed from: admission bumps it
+   when it admits a pod, so a decrease computed from stale usage fails (409)
+   and is recomputed rather than landing below what was admitted meanwhile.
 
 Trade-offs. A namespace can be refused while headroom sits idle in another
 namespace, until the next reconcile moves it (refused pods are invisible in

@@ -44,6 +44,13 @@ class Action:
 
 @dataclass(frozen=True)
 class Plan:
+    """Both waves, for logs and previews; the controller writes only ``next_wave``.
+
+    Wave-2 writes carry the resourceVersion of this observation, which wave 1
+    may have made stale: they are meant to be taken from a later plan whose
+    wave 1 is empty, never written straight after this plan's wave 1.
+    """
+
     wave1: tuple[Action, ...]
     wave2: tuple[Action, ...]
     targets: Mapping[str, Limits]  # namespace → resource → limit once both waves land
