@@ -35,17 +35,21 @@ def _or_list(items: list[str]) -> str:
 def rule_violation(model: GpuModel, counts: Counts) -> str | None:
     """The broken per-profile / per-GPU rules, plus what fits instead; None when none broke."""
     problems: list[str] = []
+    unknown = []
     for name, n in counts:
         profile = model.profile(name)
         if profile is None:
-            near = difflib.get_close_matches(name, model.profile_names, n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            problems.append(
-                f"{model.id} has no MIG profile {name}{hint}; "
-                f"its profiles are {', '.join(model.profile_names)}"
-            )
+            same = [p for p in model.profile_names if p.split(".")[0] == name.split(".")[0]]
+            near = difflib.get_close_matches(name, same or model.profile_names, n=1, cutoff=0)
+            unknown.append(f"{name} (did you mean {near[0]}?)" if near else name)
         elif n > profile.max_instances:
             problems.append(f"{name} x{n} exceeds its limit of {profile.max_instances} per GPU")
+    if unknown:
+        problems.insert(
+            0,
+            f"{model.id} has no MIG profile {_or_list(unknown)}; "
+            f"its profiles are {', '.join(model.profile_names)}",
+        )
     media = [(n, c) for n, c in counts if (p := model.profile(n)) is not None and p.media_extension]
     if len(media) > 1:
         problems.append(

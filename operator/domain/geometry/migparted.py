@@ -86,5 +86,6 @@ def _check(layouts: Sequence[MigLayout], models: Sequence[GpuModel]) -> None:
         for model in models:
             result = placement.place(model, layout.profiles)
             if not result.valid:
-                where = indexes(layout.devices) or "all"
+                listed = indexes(layout.devices)
+                where = "all" if listed is None else list(listed)
                 raise GeometryError(f"layout devices: {where} on {model.id}: {result.reason}")

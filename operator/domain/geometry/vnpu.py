@@ -133,7 +133,8 @@ def render_vnpu_config(
             for chip in present:
                 verdict = ascend.check_templates(chip, layout.templates)
                 if not verdict.valid:
-                    where = indexes(layout.devices) or "all"
+                    listed = indexes(layout.devices)
+                    where = "all" if listed is None else list(listed)
                     raise GeometryError(f"layout devices: {where} on {chip.chip}: {verdict.reason}")
         name = config_name(pool, vnpu_entries(layouts))
         configs[name] = vnpu_entries(layouts, present[0] if present else None)
