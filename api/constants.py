@@ -71,3 +71,5 @@ MIG_PARTED_CONFIGMAP_KEY = "config.yaml"
 VNPU_CONFIGMAP_NAMESPACE = "tessera-system"
 VNPU_CONFIGMAP_NAME = "tessera-vnpu-config"
 VNPU_CONFIGMAP_KEY = "config.yaml"
+# Set by the Ascend device plugin stand-in / node agent: NPUs on the node.
+NPU_COUNT_LABEL = "tessera.io/npu.count"

@@ -1,16 +1,231 @@
-"""NodePoolGeometry controller (being built)."""
+"""NodePoolGeometry controller: observe the pool → plan with the rollout engine → apply → status.
+
+Per pass: read the pool's Nodes (and any node still carrying this pool's
+rollout state or taint), derive each node's target from its GPU model or NPU
+chip (``tessera.domain.pools``), make sure the agent ConfigMap holds every
+config a node points at or may roll back to — written BEFORE any label names
+it — then hand the observation to ``tessera.domain.rollout.plan`` and execute
+its actions. Pods and PDBs are read only for nodes not yet at their target,
+so a converged pool costs a Node list and nothing else.
+"""
 
 from __future__ import annotations
 
-from .runtime import Context, Result
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from tessera.adapters.kube import Obj, path_of
+from tessera.api import constants as c
+from tessera.api.v1alpha1.common import RolloutSpec
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
+from tessera.domain import pools, rollout, selectors
+from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.sharing import parsing
+from tessera.observability import metrics
+from tessera.observability.events import Ref
+from tessera.observability.tracing import span
+
+from . import rollout_driver as driver
+from .runtime import Context, Result, custom_path, ref_of, write_status
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
+log = logging.getLogger("tessera.nodepoolgeometry")
+
+
+def owner_id(name: str) -> str:
+    return f"{KIND}/{name}"
 
 
 def reconcile(ctx: Context, name: str) -> Result:
+    obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return Result()
+    with span("reconcile", kind=KIND, name=name):
+        try:
+            spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+        except ValidationError as err:
+            return _stalled(ctx, obj, "InvalidSpec", _first_error(err))
+        owner = owner_id(name)
+        all_nodes = ctx.kube.list("/api/v1/nodes")
+        sharing = _sharing_configs(ctx)
+        views = {n["metadata"]["name"]: _view(n, sharing) for n in all_nodes}
+        members = [
+            n["metadata"]["name"]
+            for n in all_nodes
+            if selectors.matches(spec.node_selector, n["metadata"].get("labels") or {})
+        ]
+        targets = {
+            node: pools.target_for(name, spec, views[node].labels, views[node].allocatable)
+            for node in members
+        }
+        desired = {node: t.desired for node, t in targets.items()}
+        involved = [v for v in views.values() if v.name in desired or _touched_by(v, owner)]
+        _ensure_configs(ctx, name, spec, targets, involved)
+        pods = driver.pods_on(ctx, driver.needs_pods(involved, desired))
+        pdbs = driver.pdbs(ctx) if pods else []
+        approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
+        plan = rollout.plan(
+            owner, spec.rollout, desired, involved, pods, pdbs, ctx.clock(), approved
+        )
+        driver.apply(ctx, ref_of(obj), plan.actions, views)
+        _status(ctx, obj, plan, targets)
+        _export(name, plan)
+        metrics.RECONCILES.labels(KIND, plan.verdict.state).inc()
+        return Result(plan.requeue_after)
+
+
+def finalize(ctx: Context, name: str) -> bool:
+    """Finish or back out in-flight nodes; True once no node carries this pool's cordon or state."""
+    obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
+    try:
+        policy = NodePoolGeometrySpec.model_validate((obj or {}).get("spec") or {}).rollout
+    except ValidationError:
+        policy = RolloutSpec()  # the spec never parsed: back out with the defaults
+    owner = owner_id(name)
+    views = [_view(n, {}) for n in ctx.kube.list("/api/v1/nodes")]
+    mine = [v for v in views if _touched_by(v, owner)]
+    result = rollout.backout(owner, policy, mine, ctx.clock())
+    ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
+    driver.apply(ctx, ref, result.actions, {v.name: v for v in mine})
+    return result.done
+
+
+# -- observe -------------------------------------------------------------------------------------
+
+
+def _sharing_configs(ctx: Context) -> Mapping[str, Any]:
+    ns, cm_name = ctx.settings.device_plugin_configmap
+    cm = ctx.kube.get_or_none(path_of("v1", "configmaps", cm_name, ns))
+    return (cm or {}).get("data") or {}
+
+
+def _view(node: Obj, sharing: Mapping[str, Any]) -> rollout.NodeView:
+    view = driver.node_view(node)
+    key = view.labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL)
+    if key and key in sharing:
+        config, _ = parsing.parse(sharing[key])
+        view = replace(view, allocatable=pools.physical_allocatable(view.allocatable, config))
+    return view
+
+
+def _touched_by(view: rollout.NodeView, owner: str) -> bool:
+    state = view.state
+    return (state is not None and state.owner == owner) or (
+        view.has_taint(rollout.GEOMETRY_PENDING) and state is None
+    )
+
+
+# -- apply ---------------------------------------------------------------------------------------
+
+
+def _ensure_configs(
+    ctx: Context,
+    pool: str,
+    spec: NodePoolGeometrySpec,
+    targets: Mapping[str, pools.NodeTarget],
+    involved: list[rollout.NodeView],
+) -> None:
+    """Write the pool's configs into the agent ConfigMap before any label can name them."""
+    wanted = {t.config[0]: t.config[1] for t in targets.values() if t.config is not None}
+    label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
+    keep: set[str] = {v.labels[label] for v in involved if label in v.labels}
+    for v in involved:
+        if v.state is not None:
+            keep.add(v.state.target.id)
+            if v.state.last_good is not None:
+                keep.add(v.state.last_good.id)
+    if pools.is_ascend(spec):
+        (ns, name), section = ctx.settings.vnpu_configmap, "vnpu-configs"
+        key = c.VNPU_CONFIGMAP_KEY
+    else:
+        (ns, name), section = ctx.settings.mig_configmap, "mig-configs"
+        key = c.MIG_PARTED_CONFIGMAP_KEY
+    path = path_of("v1", "configmaps", name, ns)
+    current = ctx.kube.get_or_none(path)
+    text = pools.configs_document(
+        ((current or {}).get("data") or {}).get(key, ""), pool, section, wanted, keep
+    )
+    if text is None:
+        return
+    if current is None:
+        _ensure_namespace(ctx, ns)
+        body = {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
+            },
+            "data": {key: text},
+        }
+        ctx.kube.create(path_of("v1", "configmaps", namespace=ns), body)
+    else:
+        version = current["metadata"]["resourceVersion"]
+        ctx.kube.patch(path, {"metadata": {"resourceVersion": version}, "data": {key: text}})
+    log.info("nodepoolgeometry/%s: wrote %s configs to %s/%s", pool, len(wanted), ns, name)
+
+
+def _ensure_namespace(ctx: Context, namespace: str) -> None:
+    if ctx.kube.get_or_none(path_of("v1", "namespaces", namespace)) is None:
+        ctx.kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+
+
+# -- status --------------------------------------------------------------------------------------
+
+
+def _status(
+    ctx: Context, obj: Obj, plan: rollout.Plan, targets: Mapping[str, pools.NodeTarget]
+) -> None:
+    meta = obj["metadata"]
+    generation = meta.get("generation", 0)
+    previous = (obj.get("status") or {}).get("conditions") or []
+    capacity: dict[str, int] = {}
+    for target in targets.values():
+        for resource, count in target.capacity.items():
+            capacity[resource] = capacity.get(resource, 0) + count
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "plan": plan.summary.model_dump(by_alias=True),
+        "nodes": plan.counts.model_dump(by_alias=True),
+        "problems": [p.model_dump(by_alias=True) for p in plan.problems],
+        "capacity": {k: str(v) for k, v in sorted(capacity.items())},
+        "conditions": conditions_for(plan.verdict, generation, previous, ctx.clock()),
+    }
+    if write_status(ctx, PLURAL, obj, status) and plan.verdict.state != "ready":
+        kind = "Warning" if plan.verdict.state == "stalled" else "Normal"
+        ctx.events.post(ref_of(obj), plan.verdict.reason, plan.verdict.message, ctx.clock(), kind)
+
+
+def _stalled(ctx: Context, obj: Obj, reason: str, message: str) -> Result:
+    meta = obj["metadata"]
+    previous = (obj.get("status") or {}).get("conditions") or []
+    verdict = Verdict("stalled", reason, message)
+    status = {
+        **(obj.get("status") or {}),
+        "observedGeneration": meta.get("generation", 0),
+        "conditions": conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock()),
+    }
+    write_status(ctx, PLURAL, obj, status)
+    ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
     return Result()
 
 
-def finalize(ctx: Context, name: str) -> None:
-    return None
+def _export(name: str, plan: rollout.Plan) -> None:
+    counts = plan.counts
+    for phase, value in (
+        ("Updated", counts.updated),
+        ("InProgress", counts.in_progress),
+        ("Pending", counts.pending),
+        ("Blocked", counts.blocked),
+        ("Failed", counts.failed),
+    ):
+        metrics.NODES_BY_PHASE.labels(KIND, name, phase).set(value)
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    return "spec." + ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"

@@ -12,5 +12,5 @@ def reconcile(ctx: Context, name: str) -> Result:
     return Result()
 
 
-def finalize(ctx: Context, name: str) -> None:
-    return None
+def finalize(ctx: Context, name: str) -> bool:
+    return True

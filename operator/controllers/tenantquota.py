@@ -76,7 +76,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         return Result(None if plan.settled else FAST_REQUEUE)
 
 
-def finalize(ctx: Context, name: str) -> None:
+def finalize(ctx: Context, name: str) -> bool:
     """Remove exactly this tenant's ResourceQuotas (never anyone else's)."""
     for quota in ctx.kube.list("/api/v1/resourcequotas", label_selector=objects.selector()):
         seen = objects.read(quota)

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-from tessera.domain.geometry import catalog
+from tessera.domain.geometry import ascend, catalog
 
 SIMULATED_LABEL = "sim.tessera.io/simulated"
-ASCEND_RESOURCES = {"Ascend310P3": "huawei.com/Ascend310P", "Ascend910B4": "huawei.com/Ascend910B4"}
 
 
 @dataclass(frozen=True)
@@ -38,9 +37,10 @@ def node_manifest(spec: NodeSpec) -> dict[str, object]:
     if spec.pool:
         labels[c.POOL_LABEL] = spec.pool
     if spec.is_ascend:
-        labels[c.NPU_PRODUCT_LABEL] = spec.model
-        labels[c.NPU_CHIP_NAME_LABEL] = spec.model.removeprefix("Ascend")
-        resources = {ASCEND_RESOURCES[spec.model]: str(spec.devices)}
+        chip = ascend.resolve_chip(spec.model)
+        labels[c.NPU_CHIP_NAME_LABEL] = chip.chip
+        labels[c.NPU_COUNT_LABEL] = str(spec.devices)
+        resources = {f"huawei.com/{chip.whole_resource}": str(spec.devices)}
     else:
         model = catalog.resolve(spec.model)
         labels |= {

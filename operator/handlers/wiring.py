@@ -29,7 +29,7 @@ log = logging.getLogger("tessera.handlers")
 class Controller:
     plural: str
     reconcile: Callable[[Context, str], Result]
-    finalize: Callable[[Context, str], None]
+    finalize: Callable[[Context, str], bool]  # True once nothing of the object is left
 
 
 CONTROLLERS: tuple[Controller, ...] = (
@@ -122,7 +122,8 @@ def _register_kind(
 
     @kopf.on.delete(c.GROUP, c.VERSION, plural, registry=registry)
     async def delete(name: str, **_: Any) -> None:
-        await asyncio.to_thread(controller.finalize, ctx, name)
+        if not await asyncio.to_thread(controller.finalize, ctx, name):
+            raise kopf.TemporaryError("backing out in-flight nodes", delay=2)
         for other in CONTROLLERS:  # e.g. another tenant may now own a namespace
             wakeups.wake_all(other.plural)
 

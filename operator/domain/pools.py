@@ -1,0 +1,159 @@
+"""What each node of a NodePoolGeometry should become, and the agent configs that say so.
+
+The rollout engine is kind-agnostic: it needs, per node, a target id, the
+labels that hand the target to the node agent, the agent's state label, and
+the allocatable to verify. This module derives them from a pool's spec and a
+node's labels (GPU model and count from GPU Feature Discovery, NPU chip from
+the Ascend device plugin), using the geometry engine for validity and
+capacity. It also maintains the pool's entries in the shared agent
+ConfigMaps (mig-parted's ``mig-configs``, the vNPU agent's ``vnpu-configs``)
+without touching anyone else's entries, keeping every config a node still
+points at or may roll back to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tessera.api import constants as c
+from tessera.api.v1alpha1.nodepoolgeometry import MigLayout, NodePoolGeometrySpec
+from tessera.domain.geometry import ascend, capacity, catalog, migparted, vnpu
+from tessera.domain.geometry.layouts import GeometryError, config_name
+from tessera.domain.rollout import DesiredNode
+from tessera.domain.sharing.device_plugin import DevicePluginConfig
+
+WHOLE_GPUS = (MigLayout(devices="all", profiles={}),)
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """One node's target and what the pool's configs must contain for it."""
+
+    desired: DesiredNode
+    config: tuple[str, list[dict[str, Any]]] | None  # (name, agent entries); None when invalid
+    capacity: Mapping[str, int]
+
+
+def is_ascend(spec: NodePoolGeometrySpec) -> bool:
+    return spec.vnpu is not None
+
+
+def target_for(
+    pool: str,
+    spec: NodePoolGeometrySpec,
+    labels: Mapping[str, str],
+    allocatable: Mapping[str, int],
+) -> NodeTarget:
+    """The node's target; ``allocatable`` (physical) tells which resources must disappear."""
+    try:
+        if is_ascend(spec):
+            return _ascend(pool, spec, labels)
+        return _nvidia(pool, spec, labels, allocatable)
+    except (GeometryError, catalog.UnknownModelError, ascend.UnknownChipError, ValueError) as err:
+        return NodeTarget(DesiredNode(target="invalid", invalid=str(err)), None, {})
+
+
+def _nvidia(
+    pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str], allocatable: Mapping[str, int]
+) -> NodeTarget:
+    product = labels.get(c.GPU_PRODUCT_LABEL)
+    if not product:
+        raise ValueError(
+            f"node has no {c.GPU_PRODUCT_LABEL} label (is GPU Feature Discovery running?)"
+        )
+    model = catalog.resolve(product)
+    count = int(labels.get(c.GPU_COUNT_LABEL, "0"))
+    layouts = tuple(spec.mig.layouts) if spec.mig else WHOLE_GPUS
+    verdict = capacity.validate_mig_node(model, count, layouts, spec.mig_strategy)
+    if not verdict.valid:
+        raise GeometryError(verdict.reason)
+    entries = migparted.mig_entries(layouts)
+    name = config_name(pool, entries)
+    expected = capacity.mig_capacity(model, count, layouts, spec.mig_strategy)
+    gone = {r: 0 for r in allocatable if r.startswith("nvidia.com/") and r not in expected}
+    desired = DesiredNode(
+        target=name,
+        labels={c.MIG_CONFIG_LABEL: name},
+        watch_label=c.MIG_CONFIG_STATE_LABEL,
+        expected_allocatable={**gone, **expected},
+    )
+    return NodeTarget(desired, (name, entries), expected)
+
+
+def _ascend(pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str]) -> NodeTarget:
+    assert spec.vnpu is not None
+    chip_name = labels.get(c.NPU_CHIP_NAME_LABEL)
+    if not chip_name:
+        raise ValueError(
+            f"node has no {c.NPU_CHIP_NAME_LABEL} label (is the Ascend device plugin running?)"
+        )
+    chip = ascend.resolve_chip(chip_name)
+    count = int(labels.get(c.NPU_COUNT_LABEL, "0"))
+    layouts = tuple(spec.vnpu.layouts)
+    verdict = vnpu.validate_vnpu_node(chip, count, layouts)
+    if not verdict.valid:
+        raise GeometryError(verdict.reason)
+    entries = vnpu.vnpu_entries(layouts, chip)
+    name = config_name(pool, vnpu.vnpu_entries(layouts))
+    expected = vnpu.vnpu_capacity(chip, count, layouts)
+    desired = DesiredNode(
+        target=name,
+        labels={c.VNPU_CONFIG_LABEL: name},
+        watch_label=c.VNPU_CONFIG_STATE_LABEL,
+        expected_allocatable=expected,
+    )
+    return NodeTarget(desired, (name, entries), expected)
+
+
+def configs_document(
+    existing: str,
+    pool: str,
+    section: str,
+    wanted: Mapping[str, list[dict[str, Any]]],
+    keep: Iterable[str],
+) -> str | None:
+    """The agent ConfigMap text with this pool's configs updated, or None when unchanged.
+
+    ``section`` is ``mig-configs`` or ``vnpu-configs``. The pool's configs are
+    ``wanted`` plus those in ``keep`` (still named by a node label or a
+    rollback record); other pools' and people's configs are left as they are.
+    """
+    doc = yaml.safe_load(existing) if existing else None
+    doc = doc if isinstance(doc, dict) else {}
+    configs = dict(doc.get(section) or {})
+    prefix = config_name(pool, None).rsplit("-", 1)[0] + "-"
+    keep = set(keep)
+    updated = {
+        k: v for k, v in configs.items() if not k.startswith(prefix) or k in keep or k in wanted
+    }
+    updated.update(wanted)
+    if updated == configs and doc.get("version") == "v1":
+        return None
+    return yaml.safe_dump(
+        {"version": "v1", section: dict(sorted(updated.items()))},
+        sort_keys=False,
+        default_flow_style=None,
+    )
+
+
+def physical_allocatable(
+    allocatable: Mapping[str, int], sharing: DevicePluginConfig | None
+) -> dict[str, int]:
+    """Allocatable as whole devices: undo the device plugin's replicas and ``.shared`` renames.
+
+    A geometry rollout verifies the partitioning, whatever sharing policy then
+    multiplies it; time-slicing a MIG device must not make verification fail.
+    """
+    out = dict(allocatable)
+    if sharing is None:
+        return out
+    for rule in sharing.resources:
+        advertised = sharing.advertised_as(rule.name)
+        if advertised in allocatable:
+            out.pop(advertised, None)
+            out[rule.name] = allocatable[advertised] // max(rule.replicas, 1)
+    return out
