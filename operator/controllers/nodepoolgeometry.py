@@ -196,8 +196,14 @@ def _status(
         "conditions": conditions_for(plan.verdict, generation, previous, ctx.clock()),
     }
     if write_status(ctx, PLURAL, obj, status) and plan.verdict.state != "ready":
-        kind = "Warning" if plan.verdict.state == "stalled" else "Normal"
-        ctx.events.post(ref_of(obj), plan.verdict.reason, plan.verdict.message, ctx.clock(), kind)
+        warning = plan.verdict.state == "stalled"
+        ctx.events.post(
+            ref_of(obj),
+            plan.verdict.reason,
+            plan.verdict.message,
+            ctx.clock(),
+            "Warning" if warning else "Normal",
+        )
 
 
 def _stalled(ctx: Context, obj: Obj, reason: str, message: str) -> Result:

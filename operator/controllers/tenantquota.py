@@ -84,6 +84,7 @@ def finalize(ctx: Context, name: str) -> bool:
             ctx.kube.delete(
                 path_of("v1", "resourcequotas", quota["metadata"]["name"], seen.namespace)
             )
+    return True
 
 
 # -- observe -------------------------------------------------------------------------------------
