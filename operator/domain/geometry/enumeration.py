@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from functools import cache
 
 from tessera.domain.geometry import placement
-from tessera.domain.geometry.catalog import GpuModel
+from tessera.domain.geometry.catalog import GpuModel, resolve
 
 Counts = placement.Counts
 
@@ -39,8 +39,6 @@ def layouts(
 
 @cache
 def _valid(model_id: str, allowed: tuple[str, ...]) -> tuple[Counts, ...]:
-    from tessera.domain.geometry.catalog import resolve
-
     model = resolve(model_id)
     out: list[Counts] = []
 
