@@ -1,16 +1,200 @@
-"""SharingPolicy controller (being built)."""
+"""SharingPolicy controller: observe → plan → apply → roll out → status.
+
+A node runs one sharing config, so every pass plans all policies together
+(``tessera.domain.sharing.planning.plan``) and passes are serialised by one
+lock: two policies' daemons never write the same ConfigMap at once. A pass
+applies the plan and observes again until nothing is left to write (at most
+``MAX_ROUNDS``), then steps this policy's rollout for disruptive nodes, then
+writes this policy's status. A converged cluster costs reads only.
+"""
 
 from __future__ import annotations
 
-from .runtime import Context, Result
+import logging
+import re
+import threading
+import time
+from typing import Any, Literal
 
-PLURAL = "sharingpolicies"
+from pydantic import ValidationError
+
+from tessera.adapters.kube import Obj
+from tessera.domain import rollout
+from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.sharing import planning, rollout_targets, status
+from tessera.domain.sharing.assignment import assign
+from tessera.observability import metrics
+from tessera.observability.events import Ref
+from tessera.observability.tracing import span
+
+from . import sharing_apply, sharing_observe, sharing_rollout
+from .runtime import Context, Result, custom_path, ref_of, write_status
+
+PLURAL = sharing_observe.PLURAL
 KIND = "SharingPolicy"
+MAX_ROUNDS = 3
+ROLLING_REQUEUE = 1.0  # seconds between passes while a rollout drains or verifies
+log = logging.getLogger("tessera.sharingpolicy")
+STATES = ("matched", "applied", "conflicted", "awaiting-rollout")
+_LOCK = threading.Lock()
+EventType = Literal["Normal", "Warning"]
 
 
 def reconcile(ctx: Context, name: str) -> Result:
-    return Result()
+    obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return Result()
+    started = time.monotonic()
+    with _LOCK, span("reconcile", kind=KIND, name=name):
+        try:
+            spec = sharing_observe.spec_of(obj)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = "spec." + ".".join(str(p) for p in first["loc"])
+            return _stalled(ctx, obj, Verdict("stalled", "InvalidSpec", f"{where}: {first['msg']}"))
+        snap, plan, writes = _converge(ctx, obj)
+        rolled = sharing_rollout.run(ctx, obj, spec, plan, snap.facts, snap.nodes)
+        summary = status.summarize(plan, name, snap.facts.values())
+        verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
+        wrote = _status(ctx, obj, summary, verdict)
+        if wrote and verdict.state != "ready":
+            warn = verdict.state == "stalled"
+            kind: EventType = "Warning" if warn else "Normal"
+            ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), kind)
+        actions = len(rolled.actions) if rolled is not None else 0
+        log.info(
+            "sharingpolicy/%s: pass done: %d config write(s), %d rollout action(s), status %s",
+            name,
+            writes,
+            actions,
+            "written" if wrote else "unchanged",
+        )
+        _export(name, summary, plan)
+        metrics.RECONCILES.labels(KIND, verdict.state).inc()
+    metrics.RECONCILE_SECONDS.labels(KIND).observe(time.monotonic() - started)
+    busy = rolled is not None and rolled.requeue_after is not None
+    return Result(ROLLING_REQUEUE if busy else None)
 
 
 def finalize(ctx: Context, name: str) -> bool:
-    return True
+    """Return this policy's nodes to the default config; drop only Tessera's entries.
+
+    True once every node this policy's rollout held is given back; False asks
+    the caller to call again (a write failed: the next call re-plans).
+    """
+    with _LOCK, span("finalize", kind=KIND, name=name):
+        obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
+        snap, _, _ = _converge(ctx, obj, without=name)
+        done = obj is None or sharing_rollout.release_all(ctx, obj, snap.nodes)
+        for state in STATES:
+            try:
+                metrics.SHARING_NODES.remove(name, state)
+            except KeyError:
+                continue  # never exported (the policy was never reconciled here)
+    return done
+
+
+def _converge(
+    ctx: Context, obj: Obj | None, without: str | None = None
+) -> tuple[sharing_observe.Snapshot, planning.SharingPlan, int]:
+    """Plan and apply until a plan has nothing left to write (keys, labels, cleanup, HAMi)."""
+    settings = sharing_observe.settings_of(ctx)
+    total = 0
+    for _ in range(MAX_ROUNDS):
+        snap = sharing_observe.snapshot(ctx, without=without)
+        views = sharing_rollout.views(snap.nodes).values()
+        cleared = rollout_targets.cleared(assign(snap.policies, snap.facts.values()), views)
+        plan = planning.plan(snap.policies, snap.observed(), settings, cleared)
+        stale = rollout_targets.stale_mode_labels(plan.assignment, snap.facts)
+        writes = sharing_apply.apply(ctx, plan, snap.nvidia, snap.ascend)
+        writes += sharing_apply.drop_mode_labels(ctx, stale)
+        _announce(ctx, obj, plan, snap)
+        total += writes
+        if writes == 0:
+            break
+    return snap, plan, total
+
+
+def _announce(
+    ctx: Context, obj: Obj | None, plan: planning.SharingPlan, snap: sharing_observe.Snapshot
+) -> None:
+    """Events: each restored hand edit on the policy it belongs to; other writes in the log."""
+    notes = (*plan.device_plugin.notes, *plan.hami_nvidia.notes, *plan.hami_ascend.notes)
+    for note in notes:
+        log.info("%s: %s", note.action, note.message)
+    moved = [n.message for n in notes if not n.restores]
+    if moved and obj is not None:
+        more = f" (and {len(moved) - 3} more)" if len(moved) > 3 else ""
+        text = "; ".join(moved[:3]) + more
+        ctx.events.post(ref_of(obj), "ConfigWritten", text, ctx.clock())
+    for message in plan.restorations:
+        owner = _owner_of(message, plan) or (obj["metadata"]["name"] if obj else None)
+        if owner is None:
+            continue
+        ref = Ref("tessera.io/v1alpha1", KIND, owner)
+        if obj is not None and obj["metadata"]["name"] == owner:
+            ref = ref_of(obj)
+        ctx.events.post(ref, "DriftRestored", message, ctx.clock(), "Warning")
+    for doc in (snap.nvidia, snap.ascend):
+        if doc.error and obj is not None:
+            ctx.events.post(ref_of(obj), "HAMiConfigUnreadable", doc.error, ctx.clock(), "Warning")
+
+
+def _owner_of(message: str, plan: planning.SharingPlan) -> str | None:
+    """The policy a restoration message is about: by its config key, else by its node."""
+    for policy, result in plan.results.items():
+        if result.key and re.search(rf"\b{re.escape(result.key)}\b", message):
+            return policy
+    for node, policy in plan.assignment.owner.items():
+        if re.search(rf"\bnode {re.escape(node)}(?![\w.-])", message):
+            return policy
+    return None
+
+
+def _verdict(base: Verdict, rolled: rollout.Plan | None, missing_pool: str | None) -> Verdict:
+    if missing_pool is not None:
+        text = f"spec.poolRef: NodePoolGeometry {missing_pool} does not exist"
+        return Verdict("stalled", "PoolNotFound", text, base.extra)
+    if rolled is None or base.state == "stalled" or rolled.verdict.state == "ready":
+        return base
+    return Verdict(rolled.verdict.state, rolled.verdict.reason, rolled.verdict.message, base.extra)
+
+
+def _status(ctx: Context, obj: Obj, summary: status.Summary, verdict: Verdict) -> bool:
+    meta = obj["metadata"]
+    previous = (obj.get("status") or {}).get("conditions") or []
+    generation = meta.get("generation", 0)
+    body: dict[str, Any] = {
+        "observedGeneration": generation,
+        "configKey": summary.config_key,
+        "nodes": {
+            "matched": summary.matched,
+            "applied": summary.applied,
+            "conflicted": summary.conflicted,
+        },
+        "advertised": dict(summary.advertised),
+        "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
+    }
+    return write_status(ctx, PLURAL, obj, body)
+
+
+def _stalled(ctx: Context, obj: Obj, verdict: Verdict) -> Result:
+    meta = obj["metadata"]
+    previous = (obj.get("status") or {}).get("conditions") or []
+    conditions = conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock())
+    body = {
+        **(obj.get("status") or {}),
+        "observedGeneration": meta.get("generation", 0),
+        "conditions": conditions,
+    }
+    write_status(ctx, PLURAL, obj, body)
+    ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), "Warning")
+    metrics.RECONCILES.labels(KIND, "stalled").inc()
+    return Result()
+
+
+def _export(name: str, summary: status.Summary, plan: planning.SharingPlan) -> None:
+    awaiting = len(set(plan.assignment.nodes_of(name)) & set(plan.awaiting_rollout))
+    figures = (summary.matched, summary.applied, summary.conflicted, awaiting)
+    for state, value in zip(STATES, figures, strict=True):
+        metrics.SHARING_NODES.labels(name, state).set(value)

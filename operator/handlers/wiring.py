@@ -67,6 +67,7 @@ def build_registry(ctx: Context) -> kopf.OperatorRegistry:
     for controller in CONTROLLERS:
         _register_kind(registry, ctx, wakeups, controller)
     _register_watches(registry, wakeups)
+    _register_sharing_maps(registry, ctx, wakeups)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -172,3 +173,18 @@ def _register_watches(registry: kopf.OperatorRegistry, wakeups: Wakeups) -> None
         tenant = labels.get(c.TENANT_QUOTA_LABEL)
         if tenant:
             wakeups.wake(tenantquota.PLURAL, tenant)
+
+
+def _register_sharing_maps(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wakeups) -> None:
+    """A hand edit of the device-plugin or HAMi ConfigMaps wakes every SharingPolicy (drift)."""
+    hami = ctx.settings.hami_namespace
+    watched = {
+        ctx.settings.device_plugin_configmap,
+        (hami, c.HAMI_NVIDIA_CONFIGMAP_NAME),
+        (hami, c.HAMI_ASCEND_CONFIGMAP_NAME),
+    }
+
+    @kopf.on.event("", "v1", "configmaps", registry=registry)
+    def sharing_map_changed(name: str, namespace: str | None, **_: Any) -> None:
+        if (namespace or "", name) in watched:
+            wakeups.wake_all(sharingpolicy.PLURAL)

@@ -1,0 +1,158 @@
+"""Reading the cluster for SharingPolicy: policies, Nodes and the three ConfigMaps.
+
+Every SharingPolicy pass plans the whole cluster (a node can be governed by
+only one policy, so no policy can be planned alone). This module turns raw
+objects into the domain's ``Observed`` and ``Policy`` values. A HAMi document
+a person broke (invalid JSON/YAML) is reported, not overwritten: the plan sees
+no document there and the apply step skips that ConfigMap.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tessera.adapters.kube import Obj, path_of
+from tessera.api import constants as c
+from tessera.api.v1alpha1.common import LabelSelector
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.domain.sharing import hami, planning
+from tessera.domain.sharing import nodes as node_facts
+from tessera.domain.sharing.assignment import Policy
+from tessera.domain.sharing.configmap import ConfigMapRef
+
+from .runtime import Context, custom_path
+
+PLURAL = "sharingpolicies"
+log = logging.getLogger("tessera.sharingpolicy")
+
+
+@dataclass(frozen=True)
+class Document:
+    """One HAMi ConfigMap: where it is, the parsed key, and whether it could be read."""
+
+    namespace: str
+    name: str
+    key: str
+    obj: Obj | None
+    parsed: Mapping[str, Any] | None = None
+    error: str = ""
+    managed: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    policies: tuple[Policy, ...]
+    nodes: Mapping[str, Obj]
+    facts: Mapping[str, node_facts.NodeFacts]
+    plugin_map: Obj | None
+    nvidia: Document
+    ascend: Document
+    missing_pools: Mapping[str, str]  # policy -> poolRef name that does not exist
+
+    def observed(self) -> planning.Observed:
+        data = (self.plugin_map or {}).get("data") or {}
+        notes = (self.plugin_map or {}).get("metadata", {}).get("annotations") or {}
+        return planning.Observed(
+            tuple(self.facts.values()),
+            data,
+            notes,
+            self.nvidia.parsed,
+            self.nvidia.managed,
+            self.ascend.parsed,
+            self.ascend.managed,
+        )
+
+
+def settings_of(ctx: Context) -> planning.Settings:
+    namespace, name = ctx.settings.device_plugin_configmap
+    hns = ctx.settings.hami_namespace
+    return planning.Settings(
+        plugin_map=ConfigMapRef(namespace, name),
+        hami_nvidia_where=f"{hns}/{c.HAMI_NVIDIA_CONFIGMAP_NAME} ({c.HAMI_NVIDIA_CONFIGMAP_KEY})",
+        hami_ascend_where=f"{hns}/{c.HAMI_ASCEND_CONFIGMAP_NAME} ({c.HAMI_ASCEND_CONFIGMAP_KEY})",
+    )
+
+
+def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
+    """Everything one pass reads; ``without`` leaves out a policy being deleted."""
+    policies, missing = _policies(ctx, without)
+    raw = {n["metadata"]["name"]: n for n in ctx.kube.list("/api/v1/nodes")}
+    facts = {name: facts_of(node) for name, node in raw.items()}
+    namespace, name = ctx.settings.device_plugin_configmap
+    plugin = ctx.kube.get_or_none(path_of("v1", "configmaps", name, namespace))
+    hns = ctx.settings.hami_namespace
+    nvidia = _document(ctx, hns, c.HAMI_NVIDIA_CONFIGMAP_NAME, c.HAMI_NVIDIA_CONFIGMAP_KEY)
+    ascend = _document(ctx, hns, c.HAMI_ASCEND_CONFIGMAP_NAME, c.HAMI_ASCEND_CONFIGMAP_KEY)
+    return Snapshot(tuple(policies), raw, facts, plugin, nvidia, ascend, missing)
+
+
+def facts_of(node: Obj) -> node_facts.NodeFacts:
+    meta = node["metadata"]
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    npu = next((k for k in sorted(alloc) if k.startswith("huawei.com/Ascend")), None)
+    count = str(alloc.get(npu, "0")) if npu else "0"
+    return node_facts.from_node(
+        meta["name"],
+        meta.get("labels") or {},
+        meta.get("annotations") or {},
+        npus=int(count) if count.isdigit() else 0,
+        npu_resource=npu,
+    )
+
+
+def spec_of(obj: Obj) -> SharingPolicySpec:
+    return SharingPolicySpec.model_validate(obj.get("spec") or {})
+
+
+def _policies(ctx: Context, without: str | None) -> tuple[list[Policy], dict[str, str]]:
+    out: list[Policy] = []
+    missing: dict[str, str] = {}
+    for item in ctx.kube.list(custom_path(PLURAL)):
+        meta = item["metadata"]
+        if meta["name"] == without or meta.get("deletionTimestamp"):
+            continue
+        try:
+            spec = spec_of(item)
+        except ValidationError:
+            continue  # that policy reports its own InvalidSpec
+        pool: LabelSelector | None = None
+        if spec.pool_ref is not None:
+            pool = _pool_selector(ctx, spec.pool_ref.name)
+            if pool is None:
+                missing[meta["name"]] = spec.pool_ref.name
+        out.append(Policy(meta["name"], spec, pool))
+    return out, missing
+
+
+def _pool_selector(ctx: Context, pool: str) -> LabelSelector | None:
+    obj = ctx.kube.get_or_none(custom_path("nodepoolgeometries", pool))
+    selector = ((obj or {}).get("spec") or {}).get("nodeSelector")
+    return LabelSelector.model_validate(selector) if selector is not None else None
+
+
+def _document(ctx: Context, namespace: str, name: str, key: str) -> Document:
+    obj = ctx.kube.get_or_none(path_of("v1", "configmaps", name, namespace))
+    if obj is None:
+        return Document(namespace, name, key, None)
+    managed = hami.managed_nodes(obj["metadata"].get("annotations"))
+    text = (obj.get("data") or {}).get(key, "")
+    try:
+        parsed = (json.loads(text) if key.endswith(".json") else yaml.safe_load(text)) or {}
+    except (ValueError, yaml.YAMLError) as err:
+        return Document(namespace, name, key, obj, None, f"{namespace}/{name} {key}: {err}")
+    if not isinstance(parsed, dict):
+        return Document(namespace, name, key, obj, None, f"{namespace}/{name} {key}: not a map")
+    return Document(namespace, name, key, obj, parsed, "", managed)
+
+
+def serialize(key: str, document: Mapping[str, Any]) -> str:
+    if key.endswith(".json"):
+        return json.dumps(document, indent=2)
+    return yaml.safe_dump(dict(document), sort_keys=False)

@@ -1,0 +1,94 @@
+"""The rollout engine's view of a sharing change: which nodes roll, to what, how to verify.
+
+Disruptive changes are held by ``planning`` until the cordon/drain/verify
+rollout (``tessera.domain.rollout``) has drained the node; this module is the
+bridge. A node's target is what the engine writes at Applying and checks at
+Verifying:
+
+* device-plugin configs: the ``nvidia.com/device-plugin.config`` label (its key
+  is written to the ConfigMap before any label, whatever the rollout's state)
+  and the allocatable the plugin will advertise (``status.advertised``);
+* HAMi: the engine cannot see a ConfigMap entry, and HAMi-core and HAMi-MIG can
+  both run on the default device-plugin key, so Tessera marks the node with
+  ``HAMI_MODE_LABEL``. Without it a mode switch MIG <-> TimeSlicing would look
+  "already verified" and never be drained. Leaving HAMi removes the label.
+
+A node is *cleared* (planning may write its disruptive change) once its
+rollout has drained it, and also when no policy governs it any more: a
+released node returns to the default config at once, since no policy's
+rollout settings are left to govern a drain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from tessera.api import constants as c
+from tessera.domain.rollout import DesiredNode, NodeView, Phase
+
+from . import hami
+from .assignment import Assignment
+from .nodes import NodeFacts
+from .outcomes import PolicyResult
+from .status import advertised
+
+HAMI_MODE_LABEL = "tessera.io/hami-mode"
+OWNER_PREFIX = "SharingPolicy/"
+_DRAINED = (Phase.APPLYING, Phase.VERIFYING, Phase.UNCORDONING)
+
+
+def owner_id(policy: str) -> str:
+    """The owner written into the rollout state on the Node."""
+    return f"{OWNER_PREFIX}{policy}"
+
+
+def desired_node(result: PolicyResult, node: NodeFacts) -> DesiredNode:
+    """What ``node`` should look like under ``result``, as the rollout engine checks it."""
+    if result.hami_fields is not None:
+        mode = str(result.hami_fields.get("operatingmode", "hami-core"))
+        target = f"hami-{mode}-{hami.digest(result.hami_fields)}"
+        return DesiredNode(target, {HAMI_MODE_LABEL: mode})
+    labels: dict[str, str | None] = {c.DEVICE_PLUGIN_CONFIG_LABEL: result.key or ""}
+    if HAMI_MODE_LABEL in node.labels:  # leaving HAMi; absent otherwise so rollback can work
+        labels[HAMI_MODE_LABEL] = None
+    alloc = advertised(result, node)
+    return DesiredNode(result.key or result.backend, labels, None, alloc or None)
+
+
+def cleared(assignment: Assignment, nodes: Iterable[NodeView]) -> frozenset[str]:
+    """Nodes whose disruptive change planning may write now.
+
+    Drained by the rollout of the policy that governs them (a rollback in
+    progress is not: it is restoring the previous config), or governed by no
+    policy and not held by a conflict.
+    """
+    out = set()
+    for node in nodes:
+        owner = assignment.owner.get(node.name)
+        if owner is None:
+            if node.name not in assignment.held:
+                out.add(node.name)
+            continue
+        s = node.state
+        if (
+            s is not None
+            and s.owner == owner_id(owner)
+            and s.phase in _DRAINED
+            and s.rollback_of is None
+            and not s.rolled_back
+        ):
+            out.add(node.name)
+    return frozenset(out)
+
+
+def stale_mode_labels(assignment: Assignment, nodes: Mapping[str, NodeFacts]) -> tuple[str, ...]:
+    """Released nodes that still carry ``HAMI_MODE_LABEL``: remove it with the release."""
+    return tuple(
+        sorted(
+            name
+            for name, node in nodes.items()
+            if HAMI_MODE_LABEL in node.labels
+            and name not in assignment.owner
+            and name not in assignment.held
+        )
+    )
