@@ -46,7 +46,10 @@ HAMI_MODE = "tessera.io/hami-mode"
 def agents(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
     namespace(kube, "gpu-operator")
     namespace(kube, "sp-work")
-    sims = [gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start(), kubelet.Kubelet(kube).start()]
+    sims = [
+        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start(),
+        kubelet.Kubelet(kube).start(),
+    ]
     yield
     for sim in sims:
         sim.stop()
@@ -90,7 +93,10 @@ def test_time_slicing_multiplies_what_each_node_advertises(kube: Kube) -> None:
     assert obj["status"]["advertised"] == {GPU: "64"}
     ready = condition(obj, "Ready")
     assert ready is not None and ready["observedGeneration"] == obj["metadata"]["generation"]
-    assert all(node(kube, n)["metadata"]["annotations"][c.DEVICE_PLUGIN_CONFIG_APPLIED_ANNOTATION] == key for n in names)
+    assert all(
+        node(kube, n)["metadata"]["annotations"][c.DEVICE_PLUGIN_CONFIG_APPLIED_ANNOTATION] == key
+        for n in names
+    )
     no_plugin_errors(kube, names)
 
 
@@ -135,7 +141,9 @@ def test_hami_core_writes_its_fields_and_keeps_every_human_field(kube: Kube) -> 
     assert entries["someone-elses-node"] == human
     assert obj["status"]["advertised"] == {GPU: "80"}  # 2 nodes x 8 GPUs x 5 slots
     managed = kube.get(path_of("v1", "configmaps", c.HAMI_NVIDIA_CONFIGMAP_NAME, "kube-system"))
-    assert set(re.findall(r"(sp-hami-\d)=", managed["metadata"]["annotations"][c.MANAGED_NODES_ANNOTATION])) == set(names)
+    assert set(
+        re.findall(r"(sp-hami-\d)=", managed["metadata"]["annotations"][c.MANAGED_NODES_ANNOTATION])
+    ) == set(names)
 
 
 def test_hami_mps_mode_says_what_upstream_hami_really_runs(kube: Kube) -> None:
@@ -146,3 +154,229 @@ def test_hami_mps_mode_says_what_upstream_hami_really_runs(kube: Kube) -> None:
     assert fallback is not None and fallback["status"] == "True"
     assert "no MPS code path" in fallback["message"]
     assert hami_entries(kube)[names[0]]["operatingmode"] == "hami-core"
+
+
+# -- overlap -----------------------------------------------------------------------------------------
+
+
+def _stalled(kube: Kube, name: str, reason: str) -> dict[str, object] | None:
+    cond = condition(policy(kube, name), "Stalled")
+    return cond if cond and cond["status"] == "True" and cond["reason"] == reason else None
+
+
+def test_equal_priorities_conflict_on_both_and_the_nodes_keep_their_config(kube: Kube) -> None:
+    names = nodes(kube, "sp-ov", 2)
+    create_policy(kube, "sp-ov-a", "sp-ov", "TimeSlicing", timeSlicing={"replicas": 2})
+    key_a = wait_ready(kube, "sp-ov-a")["status"]["configKey"]
+    eventually(lambda: _applied(kube, names, key_a, 16), what="policy a applied")
+    create_policy(kube, "sp-ov-b", "sp-ov", "TimeSlicing", timeSlicing={"replicas": 3})
+    for name in ("sp-ov-a", "sp-ov-b"):
+        cond = eventually(lambda n=name: _stalled(kube, n, "Conflict"), what=f"{name} Conflict")
+        assert "sharingpolicy/sp-ov-a and sharingpolicy/sp-ov-b" in str(cond["message"])
+        assert all(n in str(cond["message"]) for n in names)
+        assert policy(kube, name)["status"]["nodes"]["conflicted"] == 2  # type: ignore[index]
+    assert event_with(kube, "sp-ov-b", "Conflict", *names)
+    assert _applied(kube, names, key_a, 16)  # held: no flip-flop between the tied policies
+    kube.patch(f"{SP}/sp-ov-b", {"spec": {"priority": 1}})
+    key_b = wait_ready(kube, "sp-ov-b")["status"]["configKey"]
+    eventually(lambda: _applied(kube, names, key_b, 24), what="the higher priority wins")
+    loser = wait_ready(kube, "sp-ov-a")
+    assert loser["status"]["nodes"] == {"matched": 0, "applied": 0, "conflicted": 0}
+    assert key_a in plugin_data(kube)  # kept while its policy exists: it may win nodes again
+    no_plugin_errors(kube, names)
+
+
+# -- drift -------------------------------------------------------------------------------------------
+
+
+def _passes(operator: OperatorProcess, name: str, since: int) -> int:
+    text = operator.log()[since:]
+    done = re.findall(
+        rf"sharingpolicy/{name}: pass done: (\d+) config write\(s\), (\d+) rollout", text
+    )
+    return len(done)
+
+
+def _versions(kube: Kube, names: list[str]) -> dict[str, str]:
+    objs = {"cm": kube.get(PLUGIN_CM), "sp": policy(kube, "sp-drift") or {}}
+    objs |= {n: node(kube, n) for n in names}
+    return {k: o["metadata"]["resourceVersion"] for k, o in objs.items()}
+
+
+def test_drift_is_restored_with_an_event_and_a_converged_cluster_gets_no_writes(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    names = nodes(kube, "sp-drift", 2)
+    create_policy(kube, "sp-drift", "sp-drift", "TimeSlicing", timeSlicing={"replicas": 4})
+    key = wait_ready(kube, "sp-drift")["status"]["configKey"]
+    eventually(lambda: _applied(kube, names, key, 32), what="applied")
+    content = plugin_data(kube)[key]
+
+    # converged: two resync intervals (5 s each) of passes leave every object as it was
+    mark = len(operator.log())
+    before = _versions(kube, names)
+    eventually(lambda: _passes(operator, "sp-drift", mark) >= 3, 30, "three passes (>= 2 resyncs)")
+    assert _versions(kube, names) == before
+
+    kube.patch(PLUGIN_CM, {"data": {key: "version: v1\nsharing: {}\n"}})
+    eventually(lambda: plugin_data(kube)[key] == content, 10, "generated key restored")
+    assert eventually(lambda: event_with(kube, "sp-drift", "DriftRestored", f"restored key {key}"))
+
+    kube.patch(
+        path_of("v1", "nodes", names[1]),
+        {"metadata": {"labels": {c.DEVICE_PLUGIN_CONFIG_LABEL: "default"}}},
+    )
+    eventually(lambda: label(kube, names[1]) == key, 10, "node label restored")
+    assert eventually(
+        lambda: event_with(kube, "sp-drift", "DriftRestored", "restored label", names[1])
+    )
+    eventually(lambda: allocatable(kube, names[1]) == 32, what="the plugin re-advertises")
+    no_plugin_errors(kube, names)
+
+
+def test_hami_entry_drift_is_restored_and_the_human_fields_stay(kube: Kube) -> None:
+    names = nodes(kube, "sp-hdrift", 1)
+    create_policy(kube, "sp-hdrift", "sp-hdrift", "HAMiCore", hamiCore={"deviceSplitCount": 4})
+    wait_ready(kube, "sp-hdrift", 90)
+    entries = hami_entries(kube)
+    edited = {**entries[names[0]], "devicesplitcount": 99, "libcudaloglevel": "3"}
+    set_hami_entries(kube, [edited if e["name"] == names[0] else e for e in entries.values()])
+    eventually(lambda: hami_entries(kube)[names[0]]["devicesplitcount"] == 4, 10, "entry restored")
+    assert hami_entries(kube)[names[0]]["libcudaloglevel"] == "3"  # not Tessera's field
+    message = eventually(lambda: event_with(kube, "sp-hdrift", "DriftRestored", names[0]))
+    assert "devicesplitcount=4" in message and "edited by hand" in message
+
+
+# -- deletion ----------------------------------------------------------------------------------------
+
+
+def test_deletion_returns_nodes_to_the_default_and_removes_only_tesseras_entries(
+    kube: Kube,
+) -> None:
+    ts_nodes = nodes(kube, "sp-del", 2)
+    hami_nodes = nodes(kube, "sp-delh", 1)
+    create_policy(kube, "sp-del", "sp-del", "TimeSlicing", timeSlicing={"replicas": 3})
+    create_policy(kube, "sp-delh", "sp-delh", "HAMiCore", hamiCore={"deviceSplitCount": 2})
+    key = wait_ready(kube, "sp-del")["status"]["configKey"]
+    wait_ready(kube, "sp-delh", 90)
+    eventually(lambda: _applied(kube, ts_nodes, key, 24), what="time-slicing applied")
+    entries = hami_entries(kube)
+    mine = {**entries[hami_nodes[0]], "filterdevices": {"uuid": [], "index": [3]}}
+    bystander = {"name": "sp-del-human", "operatingmode": "hami-core", "devicesplitcount": 7}
+    others = [e for e in entries.values() if e["name"] not in (hami_nodes[0], "sp-del-human")]
+    set_hami_entries(kube, [*others, mine, bystander])
+    human_key = "sp-del-by-hand"
+    kube.patch(PLUGIN_CM, {"data": {human_key: "version: v1\n"}})
+
+    delete_policy(kube, "sp-del")
+    delete_policy(kube, "sp-delh")
+    for n in ts_nodes:
+        assert label(kube, n) == "default"
+        assert c.DEVICE_PLUGIN_CONFIG_APPLIED_ANNOTATION not in (
+            node(kube, n)["metadata"].get("annotations") or {}
+        )
+    eventually(lambda: all(allocatable(kube, n) == 8 for n in ts_nodes), what="whole GPUs again")
+    data = plugin_data(kube)
+    assert key not in data and "default" in data and data[human_key] == "version: v1\n"
+    entries = hami_entries(kube)
+    assert entries[hami_nodes[0]] == {
+        "name": hami_nodes[0],
+        "filterdevices": {"uuid": [], "index": [3]},
+    }
+    assert entries["sp-del-human"] == bystander
+    assert label(kube, hami_nodes[0], HAMI_MODE) is None
+    assert all(settled(kube, n) for n in ts_nodes + hami_nodes)
+    no_plugin_errors(kube, ts_nodes + hami_nodes)
+
+
+# -- in place vs rollout -----------------------------------------------------------------------------
+
+
+def test_raising_replicas_on_ten_nodes_applies_in_place_without_a_cordon(kube: Kube) -> None:
+    names = nodes(kube, "sp-ten", 10)
+    create_policy(kube, "sp-ten", "sp-ten", "TimeSlicing", timeSlicing={"replicas": 2})
+    old = wait_ready(kube, "sp-ten")["status"]["configKey"]
+    eventually(lambda: _applied(kube, names, old, 16), what="2 replicas on 10 nodes")
+    with NodeRecorder(kube, names) as seen:
+        kube.patch(f"{SP}/sp-ten", {"spec": {"timeSlicing": {"replicas": 4}}})
+        obj = wait_ready(kube, "sp-ten")
+        new = obj["status"]["configKey"]
+        assert new != old
+        eventually(lambda: _applied(kube, names, new, 32), what="4 replicas on 10 nodes")
+    assert seen.cordoned == set()
+    assert {value for _, value in seen.labels} <= {old, new}  # never anything in between
+    assert obj["status"]["advertised"] == {GPU: "320"}
+    eventually(lambda: old not in plugin_data(kube), what="the old key deleted once unused")
+    no_plugin_errors(kube, names)
+
+
+def _pod(kube: Kube, name: str) -> dict[str, object] | None:
+    return kube.get_or_none(path_of("v1", "pods", name, "sp-work"))
+
+
+def _reconciling(kube: Kube, name: str, reason: str) -> bool:
+    cond = condition(policy(kube, name), "Reconciling")
+    return bool(cond and cond["status"] == "True" and cond["reason"] == reason)
+
+
+def _owned_pod(kube: Kube, name: str, node_name: str) -> None:
+    """A GPU pod owned by a ReplicaSet (no controller runs it here; the GC keeps the pod)."""
+    rs = kube.create(
+        "/apis/apps/v1/namespaces/sp-work/replicasets",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "main", "image": "cuda"}]},
+                },
+            },
+        },
+    )
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "controller": True}
+    owner["uid"] = rs["metadata"]["uid"]
+    pod = gpu_pod(name, node=node_name, labels={"app": name}, ownerReferences=[owner])
+    kube.create(path_of("v1", "pods", namespace="sp-work"), pod)
+    eventually(lambda: ((_pod(kube, name) or {}).get("status") or {}).get("phase") == "Running")  # type: ignore[attr-defined]
+
+
+def _pdb(kube: Kube, name: str) -> dict[str, object]:
+    return kube.get(f"/apis/policy/v1/namespaces/sp-work/poddisruptionbudgets/{name}")
+
+
+def test_backend_switch_drains_the_running_pod_through_the_eviction_api(kube: Kube) -> None:
+    names = nodes(kube, "sp-sw", 1, "none")
+    create_policy(kube, "sp-sw", "sp-sw", "MPS", mps={"replicas": 2})
+    mps_key = wait_ready(kube, "sp-sw")["status"]["configKey"]
+    eventually(lambda: settled(kube, names[0]) and allocatable(kube, names[0]) == 16, what="MPS on")
+    _owned_pod(kube, "sp-train", names[0])
+    budget = {
+        "metadata": {"name": "sp-train"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "sp-train"}}},
+    }
+    kube.create("/apis/policy/v1/namespaces/sp-work/poddisruptionbudgets", budget)
+    eventually(
+        lambda: (_pdb(kube, "sp-train").get("status") or {}).get("currentHealthy") == 1,  # type: ignore[union-attr]
+        what="the disruption controller counted the pod",
+    )
+    spec = {"backend": "TimeSlicing", "mps": None, "timeSlicing": {"replicas": 4}}
+    kube.patch(f"{SP}/sp-sw", {"spec": spec})
+
+    # the PDB allows no disruption: cordoned and draining, the pod stays, the node keeps MPS
+    eventually(lambda: _reconciling(kube, "sp-sw", "Draining"), 30, "Reconciling/Draining")
+    assert node(kube, names[0])["spec"].get("unschedulable")
+    assert _pod(kube, "sp-train") is not None
+    assert label(kube, names[0]) == mps_key and allocatable(kube, names[0]) == 16
+
+    budget_path = "/apis/policy/v1/namespaces/sp-work/poddisruptionbudgets/sp-train"
+    kube.patch(budget_path, {"spec": {"minAvailable": 0}})
+    eventually(lambda: _pod(kube, "sp-train") is None, 30, "pod evicted")
+    ts_key = wait_ready(kube, "sp-sw")["status"]["configKey"]
+    eventually(
+        lambda: _applied(kube, names, ts_key, 32) and settled(kube, names[0]), what="switched"
+    )
+    assert event_with(kube, "sp-sw", "Evict", "sp-work/sp-train")
+    eventually(lambda: mps_key not in plugin_data(kube), what="MPS key deleted")
+    no_plugin_errors(kube, names)

@@ -1,0 +1,98 @@
+"""The bridge to the rollout engine: targets the engine can verify, and which nodes are cleared."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sharing_builders import gpu_node, policy
+
+from tessera.api.v1alpha1.common import RolloutSpec
+from tessera.domain import rollout
+from tessera.domain.rollout import NodeState, NodeView, Phase, TargetSpec
+from tessera.domain.sharing import planning, rollout_targets
+from tessera.domain.sharing.assignment import assign
+from tessera.domain.sharing.outcomes import result_of
+
+LABEL = "nvidia.com/device-plugin.config"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _state(owner: str, phase: Phase, **extra: object) -> NodeState:
+    return NodeState(
+        phase=phase, owner=owner, target=TargetSpec("t"), orig=False, since=NOW, **extra
+    )  # type: ignore[arg-type]
+
+
+def test_device_plugin_target_is_the_key_label_and_the_advertised_count() -> None:
+    result = result_of(policy("p", "TimeSlicing", timeSlicing={"replicas": 4}))
+    d = rollout_targets.desired_node(result, gpu_node("n1"))
+    assert d.target == result.key
+    assert d.labels == {LABEL: result.key}
+    assert d.expected_allocatable == {"nvidia.com/gpu": 32}
+    assert d.watch_label is None
+
+
+def test_leaving_hami_removes_the_mode_label_only_when_it_is_there() -> None:
+    result = result_of(policy("p", "MPS", mps={"replicas": 2}))
+    marked = gpu_node("n1", labels={rollout_targets.HAMI_MODE_LABEL: "mig"})
+    assert rollout_targets.desired_node(result, marked).labels == {
+        LABEL: result.key,
+        rollout_targets.HAMI_MODE_LABEL: None,
+    }
+    assert (
+        rollout_targets.HAMI_MODE_LABEL
+        not in rollout_targets.desired_node(result, gpu_node("n1")).labels
+    )  # an absent label in the target would disable rollback snapshots
+
+
+def test_hami_modes_differ_in_the_label_so_a_mode_switch_is_not_already_verified() -> None:
+    core = result_of(policy("p", "HAMiCore", hamiCore={"mode": "TimeSlicing"}))
+    mig = result_of(policy("p", "HAMiCore", hamiCore={"mode": "MIG"}))
+    node = gpu_node("n1", labels={rollout_targets.HAMI_MODE_LABEL: "hami-core"})
+    to_mig = rollout_targets.desired_node(mig, node)
+    assert to_mig.labels == {rollout_targets.HAMI_MODE_LABEL: "mig"}
+    assert to_mig.target != rollout_targets.desired_node(core, node).target
+    view = NodeView("n1", labels=node.labels)
+    decided = rollout.plan("SharingPolicy/p", RolloutSpec(), {"n1": to_mig}, [view], [], [], NOW)
+    assert any(isinstance(a, rollout.Cordon) for a in decided.actions)
+
+
+def test_cleared_means_drained_by_the_governing_policy_or_governed_by_none() -> None:
+    policies = [policy("p", pool="a")]
+    facts = [gpu_node(n, pool="a") for n in ("drained", "draining", "other", "rollback")]
+    facts += [gpu_node("free", pool="b")]
+    owner = rollout_targets.owner_id("p")
+    views = [
+        NodeView("drained", state=_state(owner, Phase.APPLYING)),
+        NodeView("draining", state=_state(owner, Phase.DRAINING)),
+        NodeView("other", state=_state("SharingPolicy/q", Phase.VERIFYING)),
+        NodeView("rollback", state=_state(owner, Phase.APPLYING, rollback_of="x")),
+        NodeView("free"),
+    ]
+    assert rollout_targets.cleared(assign(policies, facts), views) == {"drained", "free"}
+
+
+def test_conflicted_nodes_are_not_cleared_and_stale_mode_labels_only_on_released_nodes() -> None:
+    tied = [policy("p", pool="a"), policy("q", pool="a")]
+    mark = {rollout_targets.HAMI_MODE_LABEL: "hami-core"}
+    facts = {
+        "held": gpu_node("held", pool="a", labels=mark),
+        "gone": gpu_node("gone", pool="z", labels=mark),
+    }
+    assignment = assign(tied, facts.values())
+    assert rollout_targets.cleared(assignment, [NodeView("held"), NodeView("gone")]) == {"gone"}
+    assert rollout_targets.stale_mode_labels(assignment, facts) == ("gone",)
+
+
+def test_a_released_mps_node_returns_to_the_default_when_cleared() -> None:
+    mps = policy("p", "MPS", mps={"replicas": 4})
+    first = planning.plan([mps], planning.Observed((gpu_node("n1"),)), cleared=frozenset({"n1"}))
+    key = first.results["p"].key
+    assert key is not None
+    node = gpu_node("n1", pool="gone", config=key, applied=key)
+    seen = planning.Observed((node,), {key: first.results["p"].content or "", "default": ""})
+    held = planning.plan([mps], seen)
+    assert "n1" in held.awaiting_rollout and not held.device_plugin.labels  # held until cleared
+    cleared = rollout_targets.cleared(assign([mps], [node]), [NodeView("n1")])
+    released = planning.plan([mps], seen, cleared=cleared)
+    assert [(c.node, c.new) for c in released.device_plugin.labels] == [("n1", "default")]
