@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
-MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+(me|me\.all|gfx))?$"
+MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+(me|me\.all|gfx)|-me)?$"
 VNPU_TEMPLATE_PATTERN = r"^vir[0-9]{2}(_[0-9]+c)?(_[0-9]+g)?(_[a-z]+)?$"
 RESOURCE_NAME_PATTERN = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 
@@ -158,8 +158,8 @@ class RolloutSpec(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=validations(
             cel(
-                "type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : "
-                "self.maxUnavailable.matches('^(100|[1-9][0-9]?)%$')",
+                "!has(self.maxUnavailable) || (type(self.maxUnavailable) == int ? "
+                "self.maxUnavailable >= 1 : self.maxUnavailable.matches('^(100|[1-9][0-9]?)%$'))",
                 "maxUnavailable must be a whole number >= 1 or a percentage between 1% and 100%",
                 ".maxUnavailable",
             ),

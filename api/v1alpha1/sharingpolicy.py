@@ -27,7 +27,7 @@ class PoolRef(ApiModel):
 
 class TimeSlicingResource(ApiModel):
     name: str = Field(
-        pattern=r"^nvidia\.com/(gpu|mig-[1-7]g\.[0-9]+gb(\+(me|me\.all|gfx))?)$",
+        pattern=r"^nvidia\.com/(gpu|mig-[1-7]g\.[0-9]+gb(\.(me|me\.all|gfx)|-me)?)$",
         description="nvidia.com/gpu or a MIG resource such as nvidia.com/mig-1g.10gb.",
     )
     replicas: int = Field(ge=2, le=1024, description="Time-sliced replicas of each such device.")

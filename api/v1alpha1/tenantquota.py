@@ -27,7 +27,7 @@ class TenantQuotaSpec(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=validations(
             cel(
-                "size(self.hard) > 0 || (has(self.total) && size(self.total) > 0)",
+                "(has(self.hard) && size(self.hard) > 0) || (has(self.total) && size(self.total) > 0)",
                 "set at least one resource in hard or total",
             ),
         )

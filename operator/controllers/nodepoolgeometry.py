@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tessera.adapters.kube import Obj, path_of
+from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
@@ -35,6 +35,7 @@ from .runtime import Context, Result, custom_path, ref_of, write_status
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
 log = logging.getLogger("tessera.nodepoolgeometry")
+_CONFIGMAP_ATTEMPTS = 5
 
 
 def owner_id(name: str) -> str:
@@ -134,11 +135,12 @@ def _ensure_configs(
     wanted = {t.config[0]: t.config[1] for t in targets.values() if t.config is not None}
     label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
     keep: set[str] = {v.labels[label] for v in involved if label in v.labels}
-    for v in involved:
+    for v in involved:  # configs a rollout in flight may apply or roll back to
         if v.state is not None:
-            keep.add(v.state.target.id)
-            if v.state.last_good is not None:
-                keep.add(v.state.last_good.id)
+            for target in (v.state.target, v.state.last_good):
+                name = (target.labels if target else {}).get(label)
+                if name:
+                    keep.add(name)
     if pools.is_ascend(spec):
         (ns, name), section = ctx.settings.vnpu_configmap, "vnpu-configs"
         key = c.VNPU_CONFIGMAP_KEY
@@ -171,7 +173,11 @@ def _ensure_configs(
 
 def _ensure_namespace(ctx: Context, namespace: str) -> None:
     if ctx.kube.get_or_none(path_of("v1", "namespaces", namespace)) is None:
-        ctx.kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+        try:
+            ctx.kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+        except ApiError as err:
+            if not err.conflict:
+                raise
 
 
 # -- status --------------------------------------------------------------------------------------

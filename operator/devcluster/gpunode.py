@@ -8,7 +8,8 @@ mig-parted ConfigMap), the device plugin's config-manager
 and GPU Feature Discovery (labels). This agent plays all three for every
 simulated GPU node, so Tessera is tested against the protocol, not against
 itself. Fault injection by node annotation: ``sim.tessera.io/mig-fail``
-makes the MIG manager report failed, ``sim.tessera.io/mig-stuck`` leaves it
+makes the MIG manager report failed (``true``: every time, ``once``: the next
+apply only), ``sim.tessera.io/mig-stuck`` leaves it
 pending forever.
 """
 
@@ -155,7 +156,10 @@ class GpuNodeAgents:
             node = self.kube.get(path_of("v1", "nodes", name))
             if node["metadata"].get("labels", {}).get(c.MIG_CONFIG_LABEL) != wanted:
                 return  # the label moved on while we "reconfigured"
-            if node["metadata"].get("annotations", {}).get(FAIL) == "true":
+            injected = node["metadata"].get("annotations", {}).get(FAIL)
+            if injected == "once":
+                self._label(name, {}, {FAIL: None})
+            if injected in ("true", "once"):
                 raise MigError("injected failure")
             self._mig_entries(wanted)  # a missing config fails like mig-parted does
             self._label(name, {c.MIG_CONFIG_STATE_LABEL: "success"}, {APPLIED_MIG: wanted})

@@ -96,7 +96,9 @@ def _register_kind(
 ) -> None:
     plural = controller.plural
 
-    @kopf.daemon(c.GROUP, c.VERSION, plural, registry=registry, cancellation_timeout=10)
+    @kopf.daemon(
+        c.GROUP, c.VERSION, plural, registry=registry, cancellation_timeout=10, id="reconcile"
+    )
     async def run(name: str, stopped: kopf.DaemonStopped, **_: Any) -> None:
         wake = wakeups.event(plural, name)
         try:
@@ -116,12 +118,12 @@ def _register_kind(
         finally:
             wakeups.forget(plural, name)
 
-    @kopf.on.event(c.GROUP, c.VERSION, plural, registry=registry)
+    @kopf.on.event(c.GROUP, c.VERSION, plural, registry=registry, id="wake")
     def changed(name: str, type: str | None, **_: Any) -> None:
         if type in ("ADDED", "MODIFIED"):
             wakeups.wake(plural, name)
 
-    @kopf.on.delete(c.GROUP, c.VERSION, plural, registry=registry)
+    @kopf.on.delete(c.GROUP, c.VERSION, plural, registry=registry, id="finalize")
     async def delete(name: str, **_: Any) -> None:
         if not await asyncio.to_thread(controller.finalize, ctx, name):
             raise kopf.TemporaryError("backing out in-flight nodes", delay=2)

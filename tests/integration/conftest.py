@@ -115,5 +115,7 @@ def operator(
     ).start()
     yield proc
     proc.stop()
-    errors = [line for line in proc.log().splitlines() if "Traceback" in line]
-    assert not errors, "the operator logged tracebacks:\n" + proc.log()[-5000:]
+    lines = proc.log().splitlines()
+    errors = [i for i, line in enumerate(lines) if "Traceback" in line]
+    context = "\n".join("\n".join(lines[max(i - 2, 0) : i + 25]) for i in errors[:3])
+    assert not errors, f"the operator logged {len(errors)} tracebacks:\n{context}"

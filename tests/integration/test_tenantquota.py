@@ -161,7 +161,7 @@ def test_overcommitted_appears_and_clears(kube: Kube, operator: OperatorProcess)
             {
                 "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "oc"}},
                 "hard": {"nvidia.com/gpu": 1},
-                "total": {"nvidia.com/gpu": 100},
+                "total": {"nvidia.com/gpu": 100000},
             },
         ),
     )

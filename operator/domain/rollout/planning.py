@@ -76,7 +76,7 @@ class _Pass:
         self.blocking |= o.blocking_pdbs
 
 
-def plan(  # noqa: PLR0917 - the controller's call site mirrors the observe step's outputs
+def plan(
     pool: str,
     policy: RolloutSpec,
     desired: Mapping[str, DesiredNode],
@@ -151,7 +151,7 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
     if d is None:
         return
     if d.invalid:
-        msg = f"layout {d.target} is impossible on this node: {d.invalid}"
+        msg = f"the layout is impossible on this node: {d.invalid}"
         acc.problem(node.name, Phase.PENDING, "InvalidGeometryForModel", msg)
         acc.report(node.name, d, Phase.PENDING, msg)
     elif s is not None and s.goal == d.target:

@@ -1,0 +1,314 @@
+"""NodePoolGeometry rollouts on the real API server with simulated GPU agents and kubelet."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tessera.adapters.kube import Kube, path_of
+from tessera.api import constants as c
+from tessera.devcluster import fleet, gpunode, kubelet
+
+from .conftest import OperatorProcess
+from .helpers import condition, custom, eventually, gpu_pod, namespace
+
+NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
+LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
+LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
+LAYOUT_A100 = {"mig": {"layouts": [{"profiles": {"1g.5gb": 7}}]}}
+
+
+@pytest.fixture(scope="module")
+def agents(kube: Kube) -> Iterator[None]:
+    namespace(kube, "gpu-operator")
+    sims = [
+        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
+        kubelet.Kubelet(kube).start(),
+    ]
+    yield
+    for sim in sims:
+        sim.stop()
+
+
+def _pool_spec(pool: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
+    return {
+        "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
+        **layout,
+        "rollout": {"verifyTimeout": "2m", "drain": {"timeout": "1m"}, **rollout},
+    }
+
+
+def _npg(kube: Kube, name: str) -> dict[str, Any] | None:
+    return kube.get_or_none(f"{NPG}/{name}")
+
+
+def _ready(kube: Kube, name: str) -> bool:
+    obj = _npg(kube, name)
+    cond = condition(obj, "Ready")
+    return bool(
+        obj
+        and cond
+        and cond["status"] == "True"
+        and obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    )
+
+
+def _nodes(kube: Kube, pool: str) -> list[dict[str, Any]]:
+    return kube.list("/api/v1/nodes", label_selector=f"{c.POOL_LABEL}={pool}")
+
+
+class DisruptionRecorder(threading.Thread):
+    """Watches a pool's Nodes and records the most nodes disrupted at any one instant."""
+
+    def __init__(self, kube: Kube, pool: str) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.pool = kube, pool
+        self.disrupted: dict[str, bool] = {}
+        self.worst = 0
+        self.events = 0
+        self.stopped = threading.Event()
+        items, self.version = kube.list_with_version(
+            "/api/v1/nodes", label_selector=f"{c.POOL_LABEL}={pool}"
+        )
+        for node in items:
+            self._see(node)
+
+    def _see(self, node: dict[str, Any]) -> None:
+        ready = any(
+            x["type"] == "Ready" and x["status"] == "True" for x in node["status"]["conditions"]
+        )
+        self.disrupted[node["metadata"]["name"]] = (
+            bool(node["spec"].get("unschedulable")) or not ready
+        )
+        self.worst = max(self.worst, sum(self.disrupted.values()))
+        self.events += 1
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            for kind, node in self.kube.watch(
+                "/api/v1/nodes",
+                resource_version=self.version,
+                label_selector=f"{c.POOL_LABEL}={self.pool}",
+                timeout_seconds=5,
+            ):
+                if kind in ("ADDED", "MODIFIED"):
+                    self.version = node["metadata"]["resourceVersion"]
+                    self._see(node)
+
+
+def test_six_node_pool_never_exceeds_max_unavailable(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    fleet.create_nodes(kube, fleet.pool("npg-six", "H100-80GB", 6))
+    recorder = DisruptionRecorder(kube, "npg-six")
+    recorder.start()
+    kube.create(
+        NPG,
+        custom("NodePoolGeometry", "npg-six", _pool_spec("npg-six", LAYOUT_A, maxUnavailable=2)),
+    )
+    eventually(lambda: _ready(kube, "npg-six"), 120, "npg-six Ready")
+    recorder.stopped.set()
+    assert 0 < recorder.worst <= 2, recorder.worst
+    obj = _npg(kube, "npg-six")
+    assert obj is not None
+    assert obj["status"]["nodes"]["updated"] == obj["status"]["nodes"]["total"] == 6
+    assert obj["status"]["capacity"]["nvidia.com/mig-1g.10gb"] == str(6 * 8 * 2)
+    for node in _nodes(kube, "npg-six"):
+        assert not node["spec"].get("unschedulable")
+        assert node["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "8"
+        assert c.NODE_STATE_ANNOTATION not in node["metadata"].get("annotations", {})
+        assert not any(
+            t["key"] == c.GEOMETRY_PENDING_TAINT for t in node["spec"].get("taints") or []
+        )
+
+
+def test_a_converged_pool_gets_no_writes(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    eventually(lambda: _ready(kube, "npg-six"), 120, "npg-six Ready")
+    _, version = kube.list_with_version("/api/v1/nodes", label_selector=f"{c.POOL_LABEL}=npg-six")
+    # Watch the pool's nodes across more than two resync intervals (5 s each): the
+    # server ends the watch after 12 s, and not one write may arrive in that window.
+    writes = [
+        (kind, node["metadata"]["name"])
+        for kind, node in kube.watch(
+            "/api/v1/nodes",
+            resource_version=version,
+            label_selector=f"{c.POOL_LABEL}=npg-six",
+            timeout_seconds=12,
+        )
+        if kind != "BOOKMARK"
+    ]
+    assert writes == []
+
+
+def test_pdb_allowing_no_disruption_blocks_until_relaxed(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    fleet.create_nodes(kube, fleet.pool("npg-pdb", "A100-40GB", 1))
+    namespace(kube, "npg-pdb-ns")
+    owner = kube.create(
+        "/apis/apps/v1/namespaces/npg-pdb-ns/replicasets",
+        {
+            "metadata": {"name": "serving"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "serving"}},
+                "template": {
+                    "metadata": {"labels": {"app": "serving"}},
+                    "spec": {"containers": [{"name": "main", "image": "cuda"}]},
+                },
+            },
+        },
+    )
+    pod = gpu_pod("serving-0", node="npg-pdb-0", labels={"app": "serving"})
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "serving",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    kube.create(path_of("v1", "pods", namespace="npg-pdb-ns"), pod)
+    eventually(
+        lambda: (
+            kube.get(path_of("v1", "pods", "serving-0", "npg-pdb-ns"))["status"].get("phase")
+            == "Running"
+        ),
+        what="pod running",
+    )
+    pdb = {
+        "metadata": {"name": "serving-pdb"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serving"}}},
+    }
+    kube.create("/apis/policy/v1/namespaces/npg-pdb-ns/poddisruptionbudgets", pdb)
+    spec = _pool_spec("npg-pdb", LAYOUT_A100)
+    spec["rollout"]["drain"] = {"timeout": "2s"}
+    kube.create(NPG, custom("NodePoolGeometry", "npg-pdb", spec))
+
+    def stalled() -> dict[str, Any] | None:
+        cond = condition(_npg(kube, "npg-pdb"), "Stalled")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = eventually(stalled, 60, "Stalled DrainBlocked")
+    assert "npg-pdb-ns/serving-pdb" in cond["message"], cond
+    assert kube.get_or_none(path_of("v1", "pods", "serving-0", "npg-pdb-ns")) is not None
+    assert not kube.get(path_of("v1", "pods", "serving-0", "npg-pdb-ns"))["metadata"].get(
+        "deletionTimestamp"
+    )
+    kube.patch(
+        "/apis/policy/v1/namespaces/npg-pdb-ns/poddisruptionbudgets/serving-pdb",
+        {"spec": {"minAvailable": 0}},
+    )
+    eventually(lambda: _ready(kube, "npg-pdb"), 90, "npg-pdb Ready after relaxing the PDB")
+    assert kube.get_or_none(path_of("v1", "pods", "serving-0", "npg-pdb-ns")) is None
+
+
+def test_impossible_layout_stops_before_any_cordon(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    fleet.create_nodes(kube, fleet.pool("npg-bad", "A30-24GB", 2, devices=4))
+    layout = {"mig": {"layouts": [{"profiles": {"4g.24gb": 1, "1g.6gb": 1}}]}}
+    kube.create(NPG, custom("NodePoolGeometry", "npg-bad", _pool_spec("npg-bad", layout)))
+
+    def stalled() -> dict[str, Any] | None:
+        cond = condition(_npg(kube, "npg-bad"), "Stalled")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = eventually(stalled, 60, "Stalled InvalidGeometryForModel")
+    assert cond["reason"] == "InvalidGeometryForModel"
+    assert "4g.24gb" in cond["message"] and "A30-24GB" in cond["message"]
+    for node in _nodes(kube, "npg-bad"):
+        assert not node["spec"].get("unschedulable")
+        assert c.MIG_CONFIG_LABEL not in node["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("on_failure", ["Hold", "Rollback"])
+def test_agent_failure(
+    kube: Kube, operator: OperatorProcess, agents: None, on_failure: str
+) -> None:
+    pool = f"npg-fail-{on_failure.lower()}"
+    node_name = f"{pool}-0"
+    fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
+    kube.create(
+        NPG, custom("NodePoolGeometry", pool, _pool_spec(pool, LAYOUT_A, onFailure=on_failure))
+    )
+    eventually(lambda: _ready(kube, pool), 60, "first layout applied")
+    good = kube.get(path_of("v1", "nodes", node_name))["metadata"]["labels"][c.MIG_CONFIG_LABEL]
+    fail = {gpunode.FAIL: "true" if on_failure == "Hold" else "once"}
+    kube.patch(path_of("v1", "nodes", node_name), {"metadata": {"annotations": fail}})
+    kube.patch(f"{NPG}/{pool}", {"spec": LAYOUT_B})
+
+    def stalled() -> dict[str, Any] | None:
+        obj = _npg(kube, pool)
+        cond = condition(obj, "Stalled")
+        fresh = obj and obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+        return cond if fresh and cond and cond["status"] == "True" else None
+
+    cond = eventually(stalled, 60, f"Stalled NodeFailed ({on_failure})")
+    assert cond["reason"] == "NodeFailed" and node_name in cond["message"]
+    if on_failure == "Hold":
+        node = kube.get(path_of("v1", "nodes", node_name))
+        assert (
+            node["spec"].get("unschedulable") is True
+        )  # held cordoned, with the condition saying why
+        assert node["metadata"]["labels"][c.MIG_CONFIG_STATE_LABEL] == "failed"
+        return
+
+    def rolled_back() -> bool:
+        node = kube.get(path_of("v1", "nodes", node_name))
+        labels = node["metadata"]["labels"]
+        return (
+            labels.get(c.MIG_CONFIG_LABEL) == good
+            and labels.get(c.MIG_CONFIG_STATE_LABEL) == "success"
+            and not node["spec"].get("unschedulable")
+        )
+
+    eventually(rolled_back, 90, "rollback to the last good layout, uncordoned")
+
+
+def test_new_node_joins_and_deletion_mid_rollout_leaves_nothing_cordoned(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    fleet.create_nodes(kube, fleet.pool("npg-join", "H100-80GB", 2))
+    kube.create(NPG, custom("NodePoolGeometry", "npg-join", _pool_spec("npg-join", LAYOUT_A)))
+    eventually(lambda: _ready(kube, "npg-join"), 90, "npg-join Ready")
+    fleet.create_nodes(kube, [fleet.NodeSpec("npg-join-9", "H100-80GB", pool="npg-join")])
+    eventually(
+        lambda: (
+            kube.get(path_of("v1", "nodes", "npg-join-9"))["status"]["allocatable"].get(
+                "nvidia.com/mig-2g.20gb"
+            )
+            == "8"
+        ),
+        90,
+        "joined node partitioned",
+    )
+    eventually(lambda: _ready(kube, "npg-join"), 90, "npg-join Ready with 3 nodes")
+    # Slow the agent so the deletion lands mid-rollout.
+    for node in _nodes(kube, "npg-join"):
+        kube.patch(
+            path_of("v1", "nodes", node["metadata"]["name"]),
+            {"metadata": {"annotations": {gpunode.STUCK: "true"}}},
+        )
+    kube.patch(f"{NPG}/npg-join", {"spec": LAYOUT_B})
+    eventually(
+        lambda: any(n["spec"].get("unschedulable") for n in _nodes(kube, "npg-join")),
+        60,
+        "a node cordoned by the rollout",
+    )
+    kube.delete(f"{NPG}/npg-join")
+    for node in _nodes(kube, "npg-join"):
+        kube.patch(
+            path_of("v1", "nodes", node["metadata"]["name"]),
+            {"metadata": {"annotations": {gpunode.STUCK: None}}},
+        )
+    eventually(lambda: _npg(kube, "npg-join") is None or None, 90, "npg-join deleted")
+    for node in _nodes(kube, "npg-join"):
+        assert not node["spec"].get("unschedulable"), node["metadata"]["name"]
+        assert c.NODE_STATE_ANNOTATION not in node["metadata"].get("annotations", {})
