@@ -145,10 +145,12 @@ class Kube:
             query["continue"] = token
 
     def list_with_version(
-        self, path: str, *, label_selector: str | None = None
+        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
     ) -> tuple[builtins.list[Obj], str]:
         """One unpaginated list and its resourceVersion, the starting point of a watch."""
         query: dict[str, str | int] = {"labelSelector": label_selector} if label_selector else {}
+        if field_selector:
+            query["fieldSelector"] = field_selector
         page = self._call("GET", path, query=query)
         return page.get("items", []), str(page.get("metadata", {}).get("resourceVersion", ""))
 
@@ -182,6 +184,7 @@ class Kube:
         *,
         resource_version: str = "",
         label_selector: str | None = None,
+        field_selector: str | None = None,
         timeout_seconds: int = 60,
     ) -> Iterator[tuple[str, Obj]]:
         """Stream ``(type, object)`` watch events until the server closes the stream.
@@ -199,6 +202,8 @@ class Kube:
             query["resourceVersion"] = resource_version
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         method, url, headers, _, _ = self._api.param_serialize(
             "GET",
             path,

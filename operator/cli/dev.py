@@ -1,13 +1,24 @@
-"""``tessera dev``: a local cluster to try Tessera on (``make demo`` / ``make demo-down``)."""
+"""``tessera dev``: a local cluster to try Tessera on (``make demo`` / ``make demo-down``).
+
+``demo`` starts (or reuses) the control plane, creates the simulated nodes of
+``tessera.devcluster.demo``, starts the simulated agents (``tessera dev
+agents``) and the operator (``tessera run``) in the background — both
+recorded in the session, so ``down`` stops them — applies ``config/samples``
+and shows the pools rolling out until everything is Ready or a deadline.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+BACKGROUND = ("agents", "operator")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,17 +26,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
     demo = sub.add_parser("demo", help="start (or reuse) the demo cluster and apply the samples")
     demo.add_argument("--state-dir", type=Path, default=Path(".demo"))
+    demo.add_argument(
+        "--timeout", type=float, default=150.0, help="seconds to wait for everything to be Ready"
+    )
     demo.set_defaults(func=_demo)
     down = sub.add_parser("down", help="stop everything the demo started")
     down.add_argument("--state-dir", type=Path, default=Path(".demo"))
     down.set_defaults(func=_down)
+    agents = sub.add_parser(
+        "agents", help="run the simulated node agents and kubelet (foreground, until SIGTERM)"
+    )
+    agents.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    agents.add_argument("--workdir", type=Path, default=Path(".demo") / "agents")
+    agents.set_defaults(func=_agents)
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from tessera.adapters.kube import Kube
+    from tessera.devcluster import demo
     from tessera.devcluster import session as dev_session
 
+    started = time.monotonic()
+    state = args.state_dir.resolve()
     print("==> starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
-    session, fresh = dev_session.up(args.state_dir)
+    demo.prune(state, BACKGROUND)
+    session, fresh = dev_session.up(state)
     print("    started" if fresh else "    already running; reusing it")
 
     def kubectl(*argv: str) -> str:
@@ -43,21 +68,76 @@ def _demo(args: argparse.Namespace) -> int:
     print("==> installing Tessera's CRDs")
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
     kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    kube = Kube.from_kubeconfig(str(session.kubeconfig))
+    created = demo.build(kube)
+    pools = ", ".join(f"{n}x {m} ({p})" for p, m, n, _ in demo.DEMO.pools)
+    print(f"==> simulated nodes: {pools}; {len(created)} created now")
+    config = f"--kubeconfig={session.kubeconfig}"
+    session = demo.spawn(
+        session, "agents", ["dev", "agents", config, f"--workdir={state / 'agents'}"]
+    )
+    session = demo.spawn(
+        session, "operator", ["run", config, "--metrics-port=0", "--resync-seconds=10"]
+    )
+    print(f"==> agents and operator running (logs: {state}/agents.log, {state}/operator.log)")
     print("==> applying config/samples")
     print(kubectl("apply", "-k", str(ROOT / "config" / "samples")), end="")
-    print("==> kubectl get tessera")
+    waiting_ok = () if demo.has_ascend_agents() else ("ascend-310p",)
+    ready = _watch(kube, args.timeout, waiting_ok)
+    kube.close()
+    print(f"==> kubectl get tessera ({time.monotonic() - started:.0f}s)")
     print(kubectl("get", "tessera"), end="")
+    if waiting_ok:
+        print("    (ascend-310p waits for the Ascend vNPU agent, not part of this build yet)")
     print("\nExplore with:")
     print(f"  export KUBECONFIG={session.kubeconfig}")
     print(f"  alias kubectl={session.kubectl}")
-    print("  kubectl get tessera; kubectl explain npg.spec.rollout")
+    print("  kubectl get tessera; kubectl get npg h100-inference -o yaml")
+    print("  tessera plan -f config/samples/   # preview a change before applying it")
     print("Stop with: make demo-down")
+    return 0 if ready else 1
+
+
+def _watch(kube: object, timeout: float, waiting_ok: tuple[str, ...]) -> bool:
+    """Redraw the progress table every second until every object is Ready or the deadline."""
+    from tessera.devcluster import demo
+
+    deadline = time.monotonic() + timeout
+    tty = sys.stdout.isatty()
+    shown, last = 0, ""
+    while True:
+        rows = demo.rows(kube)  # type: ignore[arg-type]
+        text = demo.table(rows)
+        if tty and shown:
+            sys.stdout.write(f"\x1b[{shown}F\x1b[J")
+        if tty or text != last:
+            print(text, flush=True)
+            shown, last = text.count("\n") + 1, text
+        done = demo.settled(rows, waiting_ok)
+        if done or time.monotonic() > deadline:
+            if not done:
+                print(f"    not everything is Ready after {timeout:.0f}s; see the operator log")
+            return done
+        time.sleep(1.0)  # the refresh interval of the live table
+
+
+def _agents(args: argparse.Namespace) -> int:
+    from tessera.adapters.kube import Kube
+    from tessera.devcluster import demo
+
+    kube = Kube.from_kubeconfig(args.kubeconfig)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    demo.stop_on_signal(stop)
+    print("simulated agents running; SIGTERM stops them", flush=True)
+    demo.run_agents(kube, args.workdir, stop)
+    kube.close()
     return 0
 
 
 def _down(args: argparse.Namespace) -> int:
     from tessera.devcluster import session as dev_session
 
-    stopped = dev_session.down(args.state_dir)
+    stopped = dev_session.down(args.state_dir.resolve())
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     return 0

@@ -20,9 +20,9 @@ class _Registrar(Protocol):
 
 
 def _registrars() -> list[_Registrar]:
-    from tessera.cli import dev, geometry, run
+    from tessera.cli import agent, dev, geometry, plan, run
 
-    return [geometry.register, run.register, dev.register]
+    return [geometry.register, run.register, dev.register, agent.register, plan.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,11 +22,10 @@ from typing import Any
 
 import yaml
 
+from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.domain.geometry import catalog, placement
-
-from .informer import Informer
 
 APPLIED_MIG = "sim.tessera.io/mig-applied"
 APPLIED_PLUGIN = "sim.tessera.io/device-plugin-applied"

@@ -14,9 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
-
-from .informer import Informer
 
 STUCK_ANNOTATION = "sim.tessera.io/stuck-terminating"
 

@@ -48,7 +48,7 @@ def control_plane() -> Iterator[ControlPlane]:
     plane = ControlPlane(find_binaries())
     with plane:
         kubectl = Kubectl(plane)
-        kubectl.ok("apply", "--server-side", "-f", str(ROOT / "crds"))
+        kubectl.ok("apply", "--server-side", "-k", str(ROOT / "crds"))
         kubectl.ok("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
         yield plane
 

@@ -1,0 +1,79 @@
+"""List-then-watch in a background thread, for node agents and their simulations.
+
+A simulated kubelet or MIG manager reacts to objects the way the real agent
+does: it sees every object once at start (``SYNC``) and then every change.
+When the watch expires it re-lists, so no event is lost across a restart of
+the API server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tessera.adapters.kube import ApiError, Kube
+
+Handler = Callable[[str, dict[str, Any]], None]
+log = logging.getLogger(__name__)
+
+
+class Informer(threading.Thread):
+    def __init__(
+        self,
+        kube: Kube,
+        path: str,
+        handler: Handler,
+        *,
+        name: str,
+        field_selector: str | None = None,
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.kube = kube
+        self.path = path
+        self.field_selector = field_selector
+        self.handler = handler
+        self.stopped = threading.Event()
+        self.synced = threading.Event()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                items, version = self.kube.list_with_version(
+                    self.path, field_selector=self.field_selector
+                )
+                for item in items:
+                    self._handle("SYNC", item)
+                self.synced.set()
+                self._watch(version)
+            except ApiError as err:
+                log.debug("%s: %s; re-listing", self.name, err)
+                self.stopped.wait(0.5)  # back-off before re-listing after an API error
+
+    def _watch(self, version: str) -> None:
+        while not self.stopped.is_set():
+            for kind, obj in self.kube.watch(
+                self.path,
+                resource_version=version,
+                field_selector=self.field_selector,
+                timeout_seconds=30,
+            ):
+                if self.stopped.is_set():
+                    return
+                if kind == "ERROR":
+                    return  # resource version expired: re-list
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if kind != "BOOKMARK":
+                    self._handle(kind, obj)
+
+    def _handle(self, kind: str, obj: dict[str, Any]) -> None:
+        try:
+            self.handler(kind, obj)
+        except Exception:  # a simulator bug must not kill the thread
+            log.exception(
+                "%s: handler failed on %s", self.name, obj.get("metadata", {}).get("name")
+            )

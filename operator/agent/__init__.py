@@ -1,0 +1,1 @@
+"""tessera.agent: node agents Tessera ships (the Ascend vNPU agent)."""

@@ -1,0 +1,110 @@
+"""Ascend vNPU geometry through Tessera's real node agent (over a fake npu-smi)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tessera.adapters.kube import Kube, path_of
+from tessera.agent.vnpu import ERROR_ANNOTATION, RECORD_ANNOTATION
+from tessera.api import constants as c
+from tessera.devcluster import fleet, kubelet, npunode
+
+from .conftest import OperatorProcess
+from .helpers import condition, custom, eventually
+
+NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
+POOL = "npg-ascend"
+
+
+@pytest.fixture(scope="module")
+def ascend_nodes(kube: Kube) -> Iterator[npunode.AscendNodes]:
+    sims = npunode.AscendNodes(kube).start()
+    runner = kubelet.Kubelet(kube).start()
+    fleet.create_nodes(kube, fleet.pool(POOL, "Ascend310P3", 2, devices=2))
+    yield sims
+    sims.stop()
+    runner.stop()
+
+
+def _ready(kube: Kube) -> bool:
+    obj = kube.get_or_none(f"{NPG}/{POOL}")
+    cond = condition(obj, "Ready")
+    return bool(
+        obj
+        and cond
+        and cond["status"] == "True"
+        and obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    )
+
+
+def _allocatable(kube: Kube, node: str) -> dict[str, Any]:
+    alloc: dict[str, Any] = kube.get(path_of("v1", "nodes", node))["status"]["allocatable"]
+    return {k: v for k, v in alloc.items() if k.startswith("huawei.com/")}
+
+
+def test_vnpu_layout_rolls_out_through_the_agent(
+    kube: Kube, operator: OperatorProcess, ascend_nodes: npunode.AscendNodes
+) -> None:
+    spec = {
+        "nodeSelector": {"matchLabels": {c.POOL_LABEL: POOL}},
+        "vnpu": {"layouts": [{"templates": {"vir04": 1, "vir02": 1, "vir02_1c": 1}}]},
+        "rollout": {"maxUnavailable": 1},
+    }
+    kube.create(NPG, custom("NodePoolGeometry", POOL, spec))
+    eventually(lambda: _ready(kube), 90, "Ascend pool Ready")
+    for node in (f"{POOL}-0", f"{POOL}-1"):
+        assert _allocatable(kube, node) == {
+            "huawei.com/Ascend310P-4c": "2",
+            "huawei.com/Ascend310P-2c": "2",
+            "huawei.com/Ascend310P-2c.1cpu": "2",
+        }
+        created = ascend_nodes.npu_smi_state(node)
+        assert sorted(v["template"] for v in created["0"].values()) == [
+            "vir02",
+            "vir02_1c",
+            "vir04",
+        ]
+        meta = kube.get(path_of("v1", "nodes", node))["metadata"]
+        assert meta["labels"][c.VNPU_CONFIG_STATE_LABEL] == "success"
+        assert RECORD_ANNOTATION in meta["annotations"]
+    status = kube.get(f"{NPG}/{POOL}")["status"]
+    assert status["capacity"]["huawei.com/Ascend310P-4c"] == "4"
+
+    # A new layout: the agent destroys exactly the vNPUs it made and creates the new ones.
+    kube.patch(
+        f"{NPG}/{POOL}",
+        {"spec": {"vnpu": {"layouts": [{"templates": {"vir04": 1, "vir04_3c": 1}}]}}},
+    )
+    eventually(
+        lambda: (
+            _allocatable(kube, f"{POOL}-1")
+            == {"huawei.com/Ascend310P-4c": "2", "huawei.com/Ascend310P-4c.3cpu": "2"}
+        ),
+        90,
+        "second layout advertised",
+    )
+    eventually(lambda: _ready(kube), 90, "Ascend pool Ready again")
+    created = ascend_nodes.npu_smi_state(f"{POOL}-0")
+    assert sorted(v["template"] for v in created["1"].values()) == ["vir04", "vir04_3c"]
+
+
+def test_template_combination_the_chip_cannot_hold_is_refused_before_any_cordon(
+    kube: Kube, operator: OperatorProcess, ascend_nodes: npunode.AscendNodes
+) -> None:
+    eventually(lambda: _ready(kube), 90, "Ascend pool Ready")
+    kube.patch(f"{NPG}/{POOL}", {"spec": {"vnpu": {"layouts": [{"templates": {"vir04": 2}}]}}})
+
+    def stalled() -> dict[str, Any] | None:
+        cond = condition(kube.get_or_none(f"{NPG}/{POOL}"), "Stalled")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = eventually(stalled, 60, "Stalled for an impossible vNPU layout")
+    assert cond["reason"] == "InvalidGeometryForModel"
+    assert "vir04" in cond["message"]
+    for node in (f"{POOL}-0", f"{POOL}-1"):
+        got = kube.get(path_of("v1", "nodes", node))
+        assert not got["spec"].get("unschedulable")
+        assert ERROR_ANNOTATION not in got["metadata"].get("annotations", {})
