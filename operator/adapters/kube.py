@@ -19,6 +19,8 @@ from urllib.parse import quote
 import urllib3
 from kubernetes import client, config
 
+from tessera.observability import metrics
+
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
 _CONTENT_TYPES = {
@@ -61,6 +63,7 @@ class WriteCounter:
 
     def add(self, verb: str) -> None:
         self.counts[verb] = self.counts.get(verb, 0) + 1
+        metrics.API_WRITES.labels(verb).inc()
 
     @property
     def total(self) -> int:

@@ -10,8 +10,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
+from typing import TYPE_CHECKING
+
+from tessera.api import constants as c
+
+if TYPE_CHECKING:  # imported lazily below: `tessera --version` must not load the client
+    from tessera.controllers.runtime import Settings
+
+
+def namespaced_name(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` → ``(namespace, name)``; argparse turns ValueError into a usage error."""
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ValueError(text)
+    return namespace, name
+
+
+namespaced_name.__name__ = "NAMESPACE/NAME"  # what argparse prints in its error message
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,7 +43,55 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     run.add_argument("--resync-seconds", type=float, default=60.0)
     run.add_argument("--log-level", default="INFO")
+    run.add_argument(
+        "--log-format",
+        choices=("logfmt", "text"),
+        default="logfmt",
+        help="logfmt: one key=value line per record (object, action, reason keys); text: prose",
+    )
+    maps = run.add_argument_group(
+        "ConfigMaps Tessera writes (keep them in step with the RBAC resourceNames)"
+    )
+    maps.add_argument(
+        "--device-plugin-configmap",
+        type=namespaced_name,
+        default=(c.DEVICE_PLUGIN_CONFIGMAP_NAMESPACE, c.DEVICE_PLUGIN_CONFIGMAP_NAME),
+        metavar="NAMESPACE/NAME",
+        help="GPU Operator devicePlugin.config (default: %(default)s)",
+    )
+    maps.add_argument(
+        "--mig-parted-configmap",
+        type=namespaced_name,
+        default=(c.MIG_PARTED_CONFIGMAP_NAMESPACE, c.MIG_PARTED_CONFIGMAP_NAME),
+        metavar="NAMESPACE/NAME",
+        help="GPU Operator migManager.config (default: %(default)s)",
+    )
+    maps.add_argument(
+        "--vnpu-configmap",
+        type=namespaced_name,
+        default=(c.VNPU_CONFIGMAP_NAMESPACE, c.VNPU_CONFIGMAP_NAME),
+        metavar="NAMESPACE/NAME",
+        help="configs of Tessera's Ascend vNPU agent (default: %(default)s)",
+    )
+    maps.add_argument(
+        "--hami-namespace",
+        default=c.HAMI_NAMESPACE,
+        help="namespace of HAMi's node-config ConfigMaps (default: %(default)s)",
+    )
     run.set_defaults(func=_run)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The controllers' settings from the parsed flags."""
+    from tessera.controllers.runtime import Settings
+
+    return Settings(
+        resync_seconds=args.resync_seconds,
+        mig_configmap=args.mig_parted_configmap,
+        device_plugin_configmap=args.device_plugin_configmap,
+        vnpu_configmap=args.vnpu_configmap,
+        hami_namespace=args.hami_namespace,
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -35,19 +99,16 @@ def _run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     from tessera.adapters.kube import Kube
-    from tessera.controllers.runtime import Context, Settings
+    from tessera.controllers.runtime import Context
     from tessera.handlers.wiring import build_registry
-    from tessera.observability import tracing
+    from tessera.observability import logs, tracing
 
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    logs.configure(args.log_level, args.log_format)
     tracing.configure()
     if args.metrics_port:
         start_http_server(args.metrics_port, addr="0.0.0.0")
     kube = Kube.from_kubeconfig(args.kubeconfig)
-    ctx = Context(kube, Settings(resync_seconds=args.resync_seconds))
+    ctx = Context(kube, settings_from(args))
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
     registry = build_registry(ctx)

@@ -6,7 +6,10 @@ README table can be checked against it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 RECONCILES = Counter(
     "tessera_reconciles_total", "Reconcile passes, by kind and outcome.", ["kind", "outcome"]
@@ -38,3 +41,24 @@ QUOTA = Gauge(
     "Tenant quota figures per resource (used, hard, total).",
     ["tenant", "resource", "figure"],
 )
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric as /metrics shows it (counters gain their ``_total`` suffix there)."""
+
+    name: str
+    type: str
+    labels: tuple[str, ...]
+    help: str
+
+
+def catalog() -> list[MetricInfo]:
+    """Every metric defined in this module, in definition order."""
+    out = []
+    for metric in globals().values():
+        if isinstance(metric, MetricWrapperBase):
+            kind = str(metric._type)
+            name = metric._name + ("_total" if kind == "counter" else "")
+            out.append(MetricInfo(name, kind, tuple(metric._labelnames), metric._documentation))
+    return out

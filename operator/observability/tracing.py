@@ -17,14 +17,20 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from tessera.observability import logs
+
 TRACER_NAME = "tessera"
 
 
-def configure(exporter: SpanExporter | None = None) -> None:
-    """Install a tracer provider when OTEL_TRACES_EXPORTER asks for one (or a test passes one)."""
+def configure(exporter: SpanExporter | None = None) -> TracerProvider | None:
+    """Install a tracer provider when OTEL_TRACES_EXPORTER asks for one (or a test passes one).
+
+    Returns the provider (None when tracing stays off), so a caller can flush it.
+    OpenTelemetry keeps the first provider a process installs.
+    """
     choice = os.environ.get("OTEL_TRACES_EXPORTER", "none")
     if exporter is None and choice in ("", "none"):
-        return
+        return None
     if exporter is None:
         if choice == "console":
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -38,10 +44,15 @@ def configure(exporter: SpanExporter | None = None) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    return provider
 
 
 @contextmanager
 def span(span_name: str, /, **attributes: Any) -> Iterator[trace.Span]:
+    """A span, and the same facts bound to every log line written inside it."""
     tracer = trace.get_tracer(TRACER_NAME)
-    with tracer.start_as_current_span(span_name, attributes=attributes) as current:
+    with (
+        tracer.start_as_current_span(span_name, attributes=attributes) as current,
+        logs.bound(**logs.span_fields(span_name, attributes)),
+    ):
         yield current
