@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: help dev test verify unit integration crds demo demo-down bench controlplane clean
+.PHONY: help dev test verify unit integration crds deploy demo demo-down bench controlplane clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,9 +28,10 @@ verify: $(STAMP) ## ruff, mypy --strict, import-linter, generated files are fres
 	$(VENV)/bin/ruff format --check operator api tests hack bench
 	hack/typecheck-tree
 	$(VENV)/bin/mypy -p tessera
-	$(VENV)/bin/mypy hack/gen_crds.py
+	$(VENV)/bin/mypy hack/gen_crds.py hack/render_deploy.py
 	PYTHONPATH=.typecheck $(VENV)/bin/lint-imports
 	$(PY) hack/gen_crds.py --check
+	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) hack/render_deploy.py --check
 
 unit: $(STAMP) ## unit tests (pure domain, milliseconds each)
 	$(PY) -m pytest tests/unit -q
@@ -42,6 +43,9 @@ test: verify unit integration ## everything CI runs: verify + unit + integration
 
 crds: $(STAMP) ## regenerate crds/ from the pydantic models in api/
 	$(PY) hack/gen_crds.py
+
+deploy: $(STAMP) ## re-render deploy/ (install manifest, chart CRDs, Argo CD health) from config/
+	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) hack/render_deploy.py
 
 demo: $(STAMP) controlplane ## local control plane + simulated GPU/NPU nodes + operator + samples
 	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(VENV)/bin/tessera dev demo --state-dir .demo
