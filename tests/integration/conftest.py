@@ -17,9 +17,12 @@ from pathlib import Path
 import pytest
 
 from tessera.adapters.kube import Kube
-from tessera.devcluster.controlplane import ControlPlane, find_binaries
+from tessera.devcluster.controlplane import ControlPlane, find_binaries, free_port, kubeconfig_text
 
 ROOT = Path(__file__).resolve().parents[2]
+# The operator's identity in config/rbac.
+RBAC_NAMESPACE = "tessera-system"
+RBAC_ACCOUNT = "tessera"
 
 
 class Kubectl:
@@ -66,13 +69,30 @@ def kube(control_plane: ControlPlane) -> Iterator[Kube]:
 
 
 class OperatorProcess:
-    """``tessera run`` as a real process against the test control plane."""
+    """``tessera run`` as a real process against the test control plane.
 
-    def __init__(self, plane: ControlPlane, log_path: Path, *extra: str) -> None:
+    ``kubeconfig`` defaults to the admin's; the session fixture passes the ServiceAccount
+    kubeconfig of config/rbac. ``metrics_port`` 0 turns /metrics off.
+    """
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        log_path: Path,
+        *extra: str,
+        kubeconfig: Path | None = None,
+        metrics_port: int = 0,
+    ) -> None:
         self.plane = plane
         self.log_path = log_path
         self.extra = extra
+        self.kubeconfig = kubeconfig or plane.kubeconfig
+        self.metrics_port = metrics_port
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def start(self) -> OperatorProcess:
         log = self.log_path.open("ab")
@@ -82,8 +102,8 @@ class OperatorProcess:
                 "-m",
                 "tessera.cli.main",
                 "run",
-                f"--kubeconfig={self.plane.kubeconfig}",
-                "--metrics-port=0",
+                f"--kubeconfig={self.kubeconfig}",
+                f"--metrics-port={self.metrics_port}",
                 "--resync-seconds=5",
                 *self.extra,
             ],
@@ -106,16 +126,51 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")
 
 
+def service_account_kubeconfig(plane: ControlPlane, kubectl: Kubectl, path: Path) -> Path:
+    """Install config/rbac and write a kubeconfig holding a token of its ServiceAccount.
+
+    The token comes from the TokenRequest API, exactly what the kubelet mounts into the
+    operator's pod, so the operator below runs with the permissions of config/rbac and
+    nothing else: a verb missing from the ClusterRole fails the test that needs it.
+    """
+    kubectl.ok(
+        "apply",
+        "-f",
+        "-",
+        stdin=f"{{kind: Namespace, apiVersion: v1, metadata: {{name: {RBAC_NAMESPACE}}}}}",
+    )
+    kubectl.ok("apply", "-k", str(ROOT / "config" / "rbac"))
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 24 * 3600},
+    }
+    admin = Kube.from_kubeconfig(str(plane.kubeconfig))
+    try:
+        issued = admin.create(
+            f"/api/v1/namespaces/{RBAC_NAMESPACE}/serviceaccounts/{RBAC_ACCOUNT}/token", request
+        )
+    finally:
+        admin.close()
+    token = issued["status"]["token"]
+    path.write_text(kubeconfig_text(plane.server, token, plane.ca_file, user=RBAC_ACCOUNT))
+    return path
+
+
 @pytest.fixture(scope="session")
 def operator(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
+    folder = tmp_path_factory.mktemp("operator")
+    kubeconfig = service_account_kubeconfig(
+        control_plane, Kubectl(control_plane), folder / "tessera.kubeconfig"
+    )
     proc = OperatorProcess(
-        control_plane, tmp_path_factory.mktemp("operator") / "operator.log"
+        control_plane, folder / "operator.log", kubeconfig=kubeconfig, metrics_port=free_port()
     ).start()
     yield proc
     proc.stop()
     lines = proc.log().splitlines()
-    errors = [i for i, line in enumerate(lines) if "Traceback" in line]
+    errors = [i for i, line in enumerate(lines) if "Traceback" in line or "forbidden" in line]
     context = "\n".join("\n".join(lines[max(i - 2, 0) : i + 25]) for i in errors[:3])
-    assert not errors, f"the operator logged {len(errors)} tracebacks:\n{context}"
+    assert not errors, f"the operator logged {len(errors)} tracebacks or denials:\n{context}"

@@ -1,0 +1,166 @@
+"""What a platform team installs, checked by the real API server.
+
+Every kustomization under config/, the rendered deploy/tessera.yaml and the Helm chart's
+output must pass ``kubectl apply --dry-run=server``: schema, admission and RBAC escalation
+checks included (creating a ClusterRole needs every permission it grants). The operator the
+session runs uses the token of config/rbac's ServiceAccount (conftest), so its permissions
+are proven by the whole suite; here we also check /metrics on that very process.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tessera.adapters.kube import Kube
+from tessera.observability import metrics
+
+from .conftest import ROOT, Kubectl, OperatorProcess
+from .helpers import custom, eventually, namespace
+from .tools import tool
+
+CONFIG = ROOT / "config"
+KUSTOMIZATIONS = sorted(p.parent.name for p in CONFIG.glob("*/kustomization.yaml"))
+
+
+@pytest.fixture(scope="module")
+def prerequisites(kubectl: Kubectl, kube: Kube) -> None:
+    """What the manifests need to exist first: their CRDs (applied for real) and namespace."""
+    kubectl.ok("apply", "--server-side", "-k", str(CONFIG / "crd"))
+    kubectl.ok("apply", "--server-side", "-f", str(ROOT / "tests/data/crds/servicemonitor.yaml"))
+    kubectl.ok("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    namespace(kube, "tessera-system")
+
+
+def kinds(manifest: str) -> list[tuple[str, str]]:
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    return sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+
+
+def dry_run(kubectl: Kubectl, manifest: str) -> str:
+    return kubectl.ok("apply", "--dry-run=server", "-f", "-", stdin=manifest)
+
+
+def test_config_covers_every_part() -> None:
+    assert KUSTOMIZATIONS == [
+        "agent", "crd", "default", "manager", "prometheus", "rbac", "samples"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("part", KUSTOMIZATIONS)
+def test_every_kustomization_passes_server_dry_run(
+    kubectl: Kubectl, prerequisites: None, part: str
+) -> None:
+    manifest = kubectl.ok("kustomize", str(CONFIG / part))
+    out = dry_run(kubectl, manifest)
+    assert len(re.findall(r"\(server dry run\)", out)) == len(kinds(manifest)), out
+
+
+def test_the_rendered_install_is_config_default_and_passes_server_dry_run(
+    kubectl: Kubectl, prerequisites: None
+) -> None:
+    rendered = (ROOT / "deploy" / "tessera.yaml").read_text()
+    assert kinds(rendered) == kinds(kubectl.ok("kustomize", str(CONFIG / "default")))
+    out = dry_run(kubectl, rendered)
+    assert len(re.findall(r"\(server dry run\)", out)) == len(kinds(rendered)), out
+
+
+def helm_template(*values: str) -> str:
+    args = [str(tool("helm")), "template", "tessera", str(ROOT / "deploy/helm/tessera")]
+    args += ["--namespace", "tessera-system", "--include-crds"]
+    for value in values:
+        args += ["--set", value]
+    out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=60)
+    return out.stdout
+
+
+def test_the_helm_chart_renders_the_same_objects_and_passes_server_dry_run(
+    kubectl: Kubectl, prerequisites: None
+) -> None:
+    chart = helm_template("metrics.serviceMonitor.enabled=true")
+    install = kinds((ROOT / "deploy" / "tessera.yaml").read_text())
+    # Helm installs into a namespace it is given (--create-namespace) and adds the monitor.
+    expected = [k for k in install if k[0] != "Namespace"] + [("ServiceMonitor", "tessera")]
+    assert kinds(chart) == sorted(expected)
+    out = dry_run(kubectl, chart)
+    assert len(re.findall(r"\(server dry run\)", out)) == len(kinds(chart)), out
+
+
+def _role(manifest: str, name_suffix: str) -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    return next(
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith(name_suffix)
+    )
+
+
+def test_the_chart_grants_what_config_rbac_grants_and_follows_the_configmap_values(
+    kubectl: Kubectl,
+) -> None:
+    rbac = kubectl.ok("kustomize", str(CONFIG / "rbac"))
+    assert _role(helm_template(), "-manager")["rules"] == _role(rbac, "tessera-manager")["rules"]
+    renamed = helm_template("configMaps.devicePlugin.name=dp", "configMaps.migParted.name=mig")
+    names = [r.get("resourceNames") for r in _role(renamed, "-manager")["rules"]]
+    assert [
+        "dp",
+        "mig",
+        "tessera-vnpu-config",
+        "hami-device-plugin",
+        "hami-device-node-config",
+    ] in names
+    deployment = next(d for d in yaml.safe_load_all(renamed) if d and d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "--device-plugin-configmap=gpu-operator/dp" in args
+    assert "--mig-parted-configmap=gpu-operator/mig" in args
+    assert "--vnpu-configmap=tessera-system/tessera-vnpu-config" in args
+
+
+def scrape(operator: OperatorProcess) -> str:
+    with urllib.request.urlopen(operator.metrics_url, timeout=5) as response:
+        text: str = response.read().decode()
+        return text
+
+
+def test_the_running_operator_serves_its_metrics(kube: Kube, operator: OperatorProcess) -> None:
+    kube.create(
+        "/apis/tessera.io/v1alpha1/tenantquotas",
+        custom(
+            "TenantQuota",
+            "metrics-probe",
+            {
+                "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "metrics-probe"}},
+                "hard": {"nvidia.com/gpu": 1},
+            },
+        ),
+    )
+    pattern = re.compile(
+        r'^tessera_reconciles_total\{kind="TenantQuota",outcome="ready"\} (\S+)$', re.M
+    )
+
+    def reconciled() -> float | None:
+        try:
+            text = scrape(operator)
+        except urllib.error.URLError:  # the process is still starting
+            return None
+        match = pattern.search(text)
+        return float(match.group(1)) if match else None
+
+    assert eventually(reconciled, 30, "a ready TenantQuota reconcile counted") >= 1
+    text = scrape(operator)
+    for info in metrics.catalog():
+        assert f"# TYPE {info.name} {info.type}\n" in text, f"{info.name} is not exported"
+
+
+def test_the_session_operator_runs_as_the_config_rbac_service_account(
+    operator: OperatorProcess,
+) -> None:
+    text = Path(operator.kubeconfig).read_text()
+    assert "name: tessera\n" in text and "tessera-admin-token" not in text
