@@ -122,8 +122,10 @@ def _capacity(ctx: Context) -> dict[str, int]:
 
 def _apply(ctx: Context, obj: Obj, action: planning.Action) -> None:
     path = path_of("v1", "resourcequotas", action.name, action.namespace)
-    log.info("tenantquota/%s: %s %s: %s", obj["metadata"]["name"], action.verb, path, action.reason)
     with span(f"{action.verb} ResourceQuota", namespace=action.namespace, reason=action.reason):
+        log.info(
+            "tenantquota/%s: %s %s: %s", obj["metadata"]["name"], action.verb, path, action.reason
+        )
         try:
             if action.verb == "create" and action.manifest is not None:
                 ctx.kube.create(

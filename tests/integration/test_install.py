@@ -164,3 +164,47 @@ def test_the_session_operator_runs_as_the_config_rbac_service_account(
 ) -> None:
     text = Path(operator.kubeconfig).read_text()
     assert "name: tessera\n" in text and "tessera-admin-token" not in text
+
+
+def test_operator_log_lines_name_the_object_the_action_and_its_reason(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    namespace(kube, "logfmt-probe", {"tessera.io/tenant": "logfmt-probe"})
+    spec = {
+        "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "logfmt-probe"}},
+        "hard": {"nvidia.com/gpu": 2},
+    }
+    kube.create(
+        "/apis/tessera.io/v1alpha1/tenantquotas", custom("TenantQuota", "logfmt-probe", spec)
+    )
+    line = re.compile(
+        r'^ts=\S+ level=info logger=tessera\.tenantquota msg="[^"]+" '
+        r'object=TenantQuota/logfmt-probe action="create ResourceQuota" '
+        r'namespace=logfmt-probe reason="[^"]+"$',
+        re.M,
+    )
+    assert eventually(lambda: line.search(operator.log()), 30, "a logfmt action line")
+
+
+def test_each_replica_derives_a_distinct_peering_priority_from_its_pod_name(
+    kubectl: Kubectl,
+) -> None:
+    docs = yaml.safe_load_all(kubectl.ok("kustomize", str(CONFIG / "manager")))
+    deployment = next(d for d in docs if d and d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["/bin/sh", "-c"]
+    script = container["args"][0].replace("exec tessera run", "echo", 1)
+    priorities = set()
+    for pod in ("tessera-operator-7d9f8c6b5-abcde", "tessera-operator-7d9f8c6b5-fghij"):
+        out = subprocess.run(
+            ["/bin/sh", "-c", script],
+            env={"POD_NAME": pod, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "--peering=tessera" in out
+        match = re.search(r"--priority=(\d+)", out)
+        assert match, out
+        priorities.add(int(match.group(1)))
+    assert len(priorities) == 2
