@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,9 +21,8 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import pools, rollout, selectors
+from tessera.domain import cluster, pools, rollout
 from tessera.domain.conditions import Verdict, conditions_for
-from tessera.domain.sharing import parsing
 from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
@@ -39,7 +37,7 @@ _CONFIGMAP_ATTEMPTS = 5
 
 
 def owner_id(name: str) -> str:
-    return f"{KIND}/{name}"
+    return cluster.geometry_owner(name)
 
 
 def reconcile(ctx: Context, name: str) -> Result:
@@ -51,30 +49,17 @@ def reconcile(ctx: Context, name: str) -> Result:
             spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
         except ValidationError as err:
             return _stalled(ctx, obj, "InvalidSpec", _first_error(err))
-        owner = owner_id(name)
-        all_nodes = ctx.kube.list("/api/v1/nodes")
-        sharing = _sharing_configs(ctx)
-        views = {n["metadata"]["name"]: _view(n, sharing) for n in all_nodes}
-        members = [
-            n["metadata"]["name"]
-            for n in all_nodes
-            if selectors.matches(spec.node_selector, n["metadata"].get("labels") or {})
-        ]
-        targets = {
-            node: pools.target_for(name, spec, views[node].labels, views[node].allocatable)
-            for node in members
-        }
-        desired = {node: t.desired for node, t in targets.items()}
-        involved = [v for v in views.values() if v.name in desired or _touched_by(v, owner)]
-        _ensure_configs(ctx, name, spec, targets, involved)
+        seen = cluster.observe_pool(name, spec, ctx.kube.list("/api/v1/nodes"), _sharing(ctx))
+        desired, involved = seen.desired, list(seen.involved)
+        _ensure_configs(ctx, name, spec, seen)
         pods = driver.pods_on(ctx, driver.needs_pods(involved, desired))
         pdbs = driver.pdbs(ctx) if pods else []
         approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
         plan = rollout.plan(
-            owner, spec.rollout, desired, involved, pods, pdbs, ctx.clock(), approved
+            seen.owner, spec.rollout, desired, involved, pods, pdbs, ctx.clock(), approved
         )
-        driver.apply(ctx, ref_of(obj), plan.actions, views)
-        _status(ctx, obj, plan, targets)
+        driver.apply(ctx, ref_of(obj), plan.actions, dict(seen.views))
+        _status(ctx, obj, plan, seen.targets)
         _export(name, plan)
         metrics.RECONCILES.labels(KIND, plan.verdict.state).inc()
         return Result(plan.requeue_after)
@@ -88,8 +73,8 @@ def finalize(ctx: Context, name: str) -> bool:
     except ValidationError:
         policy = RolloutSpec()  # the spec never parsed: back out with the defaults
     owner = owner_id(name)
-    views = [_view(n, {}) for n in ctx.kube.list("/api/v1/nodes")]
-    mine = [v for v in views if _touched_by(v, owner)]
+    views = [cluster.pool_view(n, {}) for n in ctx.kube.list("/api/v1/nodes")]
+    mine = [v for v in views if cluster.touched_by(v, owner)]
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, result.actions, {v.name: v for v in mine})
@@ -99,48 +84,21 @@ def finalize(ctx: Context, name: str) -> bool:
 # -- observe -------------------------------------------------------------------------------------
 
 
-def _sharing_configs(ctx: Context) -> Mapping[str, Any]:
+def _sharing(ctx: Context) -> Mapping[str, Any]:
+    """The device-plugin ConfigMap's data: which sharing to undo when verifying a layout."""
     ns, cm_name = ctx.settings.device_plugin_configmap
     cm = ctx.kube.get_or_none(path_of("v1", "configmaps", cm_name, ns))
     return (cm or {}).get("data") or {}
-
-
-def _view(node: Obj, sharing: Mapping[str, Any]) -> rollout.NodeView:
-    view = driver.node_view(node)
-    key = view.labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL)
-    if key and key in sharing:
-        config, _ = parsing.parse(sharing[key])
-        view = replace(view, allocatable=pools.physical_allocatable(view.allocatable, config))
-    return view
-
-
-def _touched_by(view: rollout.NodeView, owner: str) -> bool:
-    state = view.state
-    return (state is not None and state.owner == owner) or (
-        view.has_taint(rollout.GEOMETRY_PENDING) and state is None
-    )
 
 
 # -- apply ---------------------------------------------------------------------------------------
 
 
 def _ensure_configs(
-    ctx: Context,
-    pool: str,
-    spec: NodePoolGeometrySpec,
-    targets: Mapping[str, pools.NodeTarget],
-    involved: list[rollout.NodeView],
+    ctx: Context, pool: str, spec: NodePoolGeometrySpec, seen: cluster.PoolObservation
 ) -> None:
     """Write the pool's configs into the agent ConfigMap before any label can name them."""
-    wanted = {t.config[0]: t.config[1] for t in targets.values() if t.config is not None}
-    label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
-    keep: set[str] = {v.labels[label] for v in involved if label in v.labels}
-    for v in involved:  # configs a rollout in flight may apply or roll back to
-        if v.state is not None:
-            for target in (v.state.target, v.state.last_good):
-                name = (target.labels if target else {}).get(label)
-                if name:
-                    keep.add(name)
+    wanted, keep = cluster.pool_configs(spec, seen)
     if pools.is_ascend(spec):
         (ns, name), section = ctx.settings.vnpu_configmap, "vnpu-configs"
         key = c.VNPU_CONFIGMAP_KEY
@@ -148,27 +106,51 @@ def _ensure_configs(
         (ns, name), section = ctx.settings.mig_configmap, "mig-configs"
         key = c.MIG_PARTED_CONFIGMAP_KEY
     path = path_of("v1", "configmaps", name, ns)
+    for _ in range(_CONFIGMAP_ATTEMPTS):  # pools share the ConfigMap: re-read when one raced us
+        if _write_configs(ctx, path, (ns, name), key, section, pool, wanted, keep):
+            return
+    raise ApiError(409, "Conflict", f"{ns}/{name} kept changing while pool {pool} wrote it")
+
+
+def _write_configs(
+    ctx: Context,
+    path: str,
+    where: tuple[str, str],
+    key: str,
+    section: str,
+    pool: str,
+    wanted: Mapping[str, list[dict[str, Any]]],
+    keep: set[str],
+) -> bool:
+    """One optimistic attempt; False when another writer got there first."""
+    ns, name = where
     current = ctx.kube.get_or_none(path)
     text = pools.configs_document(
         ((current or {}).get("data") or {}).get(key, ""), pool, section, wanted, keep
     )
     if text is None:
-        return
-    if current is None:
-        _ensure_namespace(ctx, ns)
-        body = {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
-            },
-            "data": {key: text},
-        }
-        ctx.kube.create(path_of("v1", "configmaps", namespace=ns), body)
-    else:
-        version = current["metadata"]["resourceVersion"]
-        ctx.kube.patch(path, {"metadata": {"resourceVersion": version}, "data": {key: text}})
+        return True
+    try:
+        if current is None:
+            _ensure_namespace(ctx, ns)
+            body = {
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
+                },
+                "data": {key: text},
+            }
+            ctx.kube.create(path_of("v1", "configmaps", namespace=ns), body)
+        else:
+            version = current["metadata"]["resourceVersion"]
+            ctx.kube.patch(path, {"metadata": {"resourceVersion": version}, "data": {key: text}})
+    except ApiError as err:
+        if err.conflict:
+            return False
+        raise
     log.info("nodepoolgeometry/%s: wrote %s configs to %s/%s", pool, len(wanted), ns, name)
+    return True
 
 
 def _ensure_namespace(ctx: Context, namespace: str) -> None:

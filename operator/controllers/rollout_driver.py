@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
-from tessera.adapters.kube import ApiError, Obj, path_of
-from tessera.api import constants as c
-from tessera.api.v1alpha1.common import LabelSelector
-from tessera.domain import rollout
+from tessera.adapters.kube import ApiError, path_of
+from tessera.domain import cluster, rollout
 from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
@@ -31,74 +28,11 @@ log = logging.getLogger("tessera.rollout")
 # -- observe -------------------------------------------------------------------------------------
 
 
-def node_view(node: Obj) -> rollout.NodeView:
-    meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
-    annotations = meta.get("annotations") or {}
-    state, error = None, ""
-    raw = annotations.get(c.NODE_STATE_ANNOTATION)
-    if raw:
-        try:
-            state = rollout.decode(raw)
-        except rollout.StateError as err:
-            error = str(err)
-    ready = any(
-        cond.get("type") == "Ready" and cond.get("status") == "True"
-        for cond in status.get("conditions") or []
-    )
-    return rollout.NodeView(
-        name=meta["name"],
-        labels=meta.get("labels") or {},
-        annotations=annotations,
-        unschedulable=bool(spec.get("unschedulable")),
-        ready=ready,
-        allocatable={
-            k: int(v) for k, v in (status.get("allocatable") or {}).items() if str(v).isdigit()
-        },
-        taints=tuple(
-            rollout.Taint(t["key"], t.get("effect", "NoSchedule"), t.get("value", ""))
-            for t in spec.get("taints") or []
-        ),
-        state=state,
-        state_error=error,
-    )
-
-
-def pod_view(pod: Obj) -> rollout.PodView:
-    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-    owners = meta.get("ownerReferences") or []
-    controller = next((o for o in owners if o.get("controller")), None)
-    wants: set[str] = set()
-    for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
-        resources = container.get("resources") or {}
-        wants |= set(resources.get("limits") or {}) | set(resources.get("requests") or {})
-    deletion = meta.get("deletionTimestamp")
-    return rollout.PodView(
-        namespace=meta["namespace"],
-        name=meta["name"],
-        node=spec.get("nodeName", ""),
-        labels=meta.get("labels") or {},
-        owner_kind=controller.get("kind") if controller else None,
-        is_mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
-        requests_accelerator=any(w.startswith(c.ACCELERATOR_RESOURCE_PREFIXES) for w in wants),
-        uses_empty_dir=any("emptyDir" in v for v in spec.get("volumes") or []),
-        deletion_timestamp=datetime.fromisoformat(deletion.replace("Z", "+00:00"))
-        if deletion
-        else None,
-        phase=status.get("phase", "Pending"),
-        uid=meta.get("uid", ""),
-    )
-
-
-def pdb_view(pdb: Obj) -> rollout.PdbView:
-    meta, spec, status = pdb["metadata"], pdb.get("spec") or {}, pdb.get("status") or {}
-    selector = spec.get("selector")
-    fresh = status.get("observedGeneration", -1) >= meta.get("generation", 0)
-    return rollout.PdbView(
-        namespace=meta["namespace"],
-        name=meta["name"],
-        selector=LabelSelector.model_validate(selector) if selector is not None else None,
-        disruptions_allowed=int(status.get("disruptionsAllowed", 0)) if fresh else 0,
-    )
+# The views are built in the domain, shared with ``tessera plan``.
+node_view = cluster.node_view
+pod_view = cluster.pod_view
+pdb_view = cluster.pdb_view
+needs_pods = cluster.needs_pods
 
 
 def pods_on(ctx: Context, nodes: Iterable[str]) -> list[rollout.PodView]:
@@ -112,21 +46,6 @@ def pods_on(ctx: Context, nodes: Iterable[str]) -> list[rollout.PodView]:
 
 def pdbs(ctx: Context) -> list[rollout.PdbView]:
     return [pdb_view(p) for p in ctx.kube.list("/apis/policy/v1/poddisruptionbudgets")]
-
-
-def needs_pods(
-    nodes: Sequence[rollout.NodeView], desired: dict[str, rollout.DesiredNode]
-) -> list[str]:
-    """Nodes whose pods the plan may look at: in flight, or not yet at their target."""
-    out = []
-    for node in nodes:
-        want = desired.get(node.name)
-        state = node.state
-        if (state is not None and state.phase != rollout.Phase.UPDATED) or (
-            want is not None and (state is None or state.target.id != want.target)
-        ):
-            out.append(node.name)
-    return out
 
 
 # -- apply ---------------------------------------------------------------------------------------
@@ -206,9 +125,8 @@ def _set_taints(
     taints = list((current.get("spec") or {}).get("taints") or [])
     key, effect = action.taint.key, action.taint.effect
     kept = [t for t in taints if not (t.get("key") == key and t.get("effect") == effect)]
-    wanted = (
-        [*kept, {"key": key, "effect": effect}] if isinstance(action, rollout.AddTaint) else kept
-    )
+    added = {"key": key, "effect": effect, **({"value": v} if (v := action.taint.value) else {})}
+    wanted = [*kept, added] if isinstance(action, rollout.AddTaint) else kept
     if wanted == taints:
         return
     ops: list[dict[str, Any]] = [

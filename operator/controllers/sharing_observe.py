@@ -22,8 +22,9 @@ from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain.sharing import hami, planning
+from tessera.domain import cluster
 from tessera.domain.sharing import nodes as node_facts
+from tessera.domain.sharing import planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
 
@@ -93,18 +94,7 @@ def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
     return Snapshot(tuple(policies), raw, facts, plugin, nvidia, ascend, missing)
 
 
-def facts_of(node: Obj) -> node_facts.NodeFacts:
-    meta = node["metadata"]
-    alloc = (node.get("status") or {}).get("allocatable") or {}
-    npu = next((k for k in sorted(alloc) if k.startswith("huawei.com/Ascend")), None)
-    count = str(alloc.get(npu, "0")) if npu else "0"
-    return node_facts.from_node(
-        meta["name"],
-        meta.get("labels") or {},
-        meta.get("annotations") or {},
-        npus=int(count) if count.isdigit() else 0,
-        npu_resource=npu,
-    )
+facts_of = cluster.sharing_facts  # shared with ``tessera plan``
 
 
 def spec_of(obj: Obj) -> SharingPolicySpec:
@@ -141,15 +131,8 @@ def _document(ctx: Context, namespace: str, name: str, key: str) -> Document:
     obj = ctx.kube.get_or_none(path_of("v1", "configmaps", name, namespace))
     if obj is None:
         return Document(namespace, name, key, None)
-    managed = hami.managed_nodes(obj["metadata"].get("annotations"))
-    text = (obj.get("data") or {}).get(key, "")
-    try:
-        parsed = (json.loads(text) if key.endswith(".json") else yaml.safe_load(text)) or {}
-    except (ValueError, yaml.YAMLError) as err:
-        return Document(namespace, name, key, obj, None, f"{namespace}/{name} {key}: {err}")
-    if not isinstance(parsed, dict):
-        return Document(namespace, name, key, obj, None, f"{namespace}/{name} {key}: not a map")
-    return Document(namespace, name, key, obj, parsed, "", managed)
+    doc = cluster.hami_document(obj, key)
+    return Document(namespace, name, key, obj, doc.parsed, doc.error, doc.managed)
 
 
 def serialize(key: str, document: Mapping[str, Any]) -> str:

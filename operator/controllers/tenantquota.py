@@ -60,7 +60,7 @@ def reconcile(ctx: Context, name: str) -> Result:
             return _stalled(ctx, obj, "InvalidSpec", str(err))
         wave = plan.next_wave
         for action in wave:
-            _apply(ctx, obj, action)
+            _apply(ctx, obj, action, seen)
         if wave:  # re-observe before the status claims anything about the new limits
             seen = _seen_quotas(ctx)
             plan = planning.plan(name, spec, membership, seen)
@@ -120,7 +120,15 @@ def _capacity(ctx: Context) -> dict[str, int]:
 # -- apply ---------------------------------------------------------------------------------------
 
 
-def _apply(ctx: Context, obj: Obj, action: planning.Action) -> None:
+def _written(seen: list[objects.SeenQuota], action: planning.Action) -> list[str]:
+    """The spec.hard keys the quota being updated has now (as observed for this plan)."""
+    for quota in seen:
+        if quota.namespace == action.namespace and objects.quota_name(quota.tenant) == action.name:
+            return [*(f"requests.{r}" for r in quota.hard), *quota.stray]
+    return []
+
+
+def _apply(ctx: Context, obj: Obj, action: planning.Action, seen: list[objects.SeenQuota]) -> None:
     path = path_of("v1", "resourcequotas", action.name, action.namespace)
     with span(f"{action.verb} ResourceQuota", namespace=action.namespace, reason=action.reason):
         log.info(
@@ -132,12 +140,14 @@ def _apply(ctx: Context, obj: Obj, action: planning.Action) -> None:
                     path_of("v1", "resourcequotas", namespace=action.namespace), action.manifest
                 )
             elif action.verb == "update" and action.manifest is not None:
+                # a merge patch keeps keys it does not mention: null the resources dropped
+                hard = {**dict.fromkeys(_written(seen, action)), **action.manifest["spec"]["hard"]}
                 body: dict[str, Any] = {
                     "metadata": {
                         "labels": action.manifest["metadata"]["labels"],
                         "resourceVersion": action.resource_version,
                     },
-                    "spec": action.manifest["spec"],
+                    "spec": {**action.manifest["spec"], "hard": hard},
                 }
                 ctx.kube.patch(path, body)
             elif action.verb == "delete":

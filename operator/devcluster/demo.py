@@ -1,0 +1,231 @@
+"""The demo cluster: which simulated nodes and namespaces it has, its background processes,
+and the progress table ``make demo`` prints while the pools roll out.
+
+The scenario matches ``config/samples``: every sample selects nodes here.
+Whole-GPU pools (``notebooks``, ``a10-hami``) carry ``mig.strategy=none``, as
+GFD reports on GPUs without MIG; the simulator's catalog knows MIG-capable
+models only, so they are A30s with MIG off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.api import constants as c
+from tessera.api.v1alpha1 import KINDS
+
+from . import fleet, gpunode, kubelet
+from . import session as dev_session
+
+TENANT_LABEL = "tessera.io/tenant"
+WHOLE_GPU = {c.MIG_STRATEGY_LABEL: "none", "nvidia.com/mig.capable": "false"}
+AGENT_NAMESPACES = ("gpu-operator", "tessera-system")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Nodes by pool, whole-GPU pools, and tenant namespaces; ``prefix`` keeps names apart."""
+
+    pools: tuple[tuple[str, str, int, int], ...]  # (pool, model, nodes, devices per node)
+    whole_gpu: tuple[str, ...]
+    namespaces: tuple[tuple[str, str], ...]  # (namespace, tenant)
+
+    def nodes(self) -> list[fleet.NodeSpec]:
+        specs: list[fleet.NodeSpec] = []
+        for name, model, count, devices in self.pools:
+            specs.extend(fleet.pool(name, model, count, devices))
+        return specs
+
+
+DEMO = Scenario(
+    pools=(
+        ("h100-inference", "H100-80GB", 4, 8),
+        ("a100-small", "A100-40GB", 2, 8),
+        ("ascend-310p", "Ascend310P3", 2, 4),
+        ("notebooks", "A30-24GB", 2, 4),
+        ("a10-hami", "A30-24GB", 2, 4),
+    ),
+    whole_gpu=("notebooks", "a10-hami"),
+    namespaces=(("team-a-dev", "team-a"), ("team-a-prod", "team-a")),
+)
+
+
+def build(kube: Kube, scenario: Scenario = DEMO) -> list[str]:
+    """Create what is missing (never resets a node that exists); returns the nodes created."""
+    for ns in AGENT_NAMESPACES:
+        _namespace(kube, ns, {})
+    for ns, tenant in scenario.namespaces:
+        _namespace(kube, ns, {TENANT_LABEL: tenant})
+    existing = {n["metadata"]["name"] for n in kube.list("/api/v1/nodes")}
+    fresh = [s for s in scenario.nodes() if s.name not in existing]
+    created = fleet.create_nodes(kube, fresh)
+    for spec in fresh:
+        if spec.pool in scenario.whole_gpu:
+            kube.patch(path_of("v1", "nodes", spec.name), {"metadata": {"labels": WHOLE_GPU}})
+    return created
+
+
+def _namespace(kube: Kube, name: str, labels: dict[str, str]) -> None:
+    try:
+        kube.create("/api/v1/namespaces", {"metadata": {"name": name, "labels": labels}})
+    except ApiError as err:
+        if not err.conflict:
+            raise
+
+
+# -- the simulated node agents, as one process --------------------------------------------------
+
+
+def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
+    """Run every simulated agent until ``stop`` is set; returns the agents' names."""
+    sims: list[Any] = [
+        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
+        kubelet.Kubelet(kube).start(),
+    ]
+    names = ["gpu-agents (MIG manager, device-plugin config manager, GFD)", "kubelet"]
+    ascend = _ascend_agents()
+    if ascend is not None:
+        sims.append(ascend(kube, workdir).start())
+        names.append("vnpu agents (one per Ascend node, fake npu-smi)")
+    try:
+        stop.wait()
+    finally:
+        for sim in sims:
+            sim.stop()
+    return names
+
+
+def _ascend_agents() -> Callable[[Kube, Path], Any] | None:
+    """The Ascend vNPU agents, once that part of Tessera is installed."""
+    try:
+        from . import npunode  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:
+        return None
+    agents: Callable[[Kube, Path], Any] = npunode.AscendNodes
+    return agents
+
+
+def has_ascend_agents() -> bool:
+    return _ascend_agents() is not None
+
+
+# -- background processes ------------------------------------------------------------------------
+
+
+def prune(state_dir: Path, names: Sequence[str]) -> None:
+    """Forget background processes that died, so the control plane is still reused."""
+    session = dev_session.load(state_dir)
+    if session is None:
+        return
+    pids = {n: p for n, p in session.pids.items() if n not in names or _alive(p)}
+    if pids != session.pids:
+        dev_session.save(
+            dev_session.DevSession(state_dir, session.kubeconfig, session.kubectl, pids)
+        )
+
+
+def spawn(
+    session: dev_session.DevSession, name: str, argv: Sequence[str]
+) -> dev_session.DevSession:
+    """Start ``tessera ARGV`` in its own process group, logging to STATE_DIR/NAME.log."""
+    if name in session.pids and _alive(session.pids[name]):
+        return session
+    log = (session.state_dir / f"{name}.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tessera.cli.main", *argv],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log.close()
+    return dev_session.add_process(session, name, proc.pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    return True
+
+
+def stop_on_signal(stop: threading.Event) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    name: str
+    ready: str
+    reason: str
+    progress: str
+
+
+def rows(kube: Kube) -> list[Row]:
+    out = []
+    for info in KINDS:
+        for obj in kube.list(f"/apis/{c.GROUP}/{c.VERSION}/{info.plural}"):
+            status = obj.get("status") or {}
+            cond: dict[str, Any] = next(
+                (x for x in status.get("conditions") or [] if x.get("type") == "Ready"), {}
+            )
+            fresh = status.get("observedGeneration") == obj["metadata"].get("generation")
+            ready = cond.get("status", "-") if fresh else "-"
+            out.append(
+                Row(
+                    info.kind,
+                    obj["metadata"]["name"],
+                    ready,
+                    cond.get("reason", ""),
+                    _progress(status),
+                )
+            )
+    return out
+
+
+def _progress(status: dict[str, Any]) -> str:
+    nodes = status.get("nodes") or {}
+    if "updated" in nodes:
+        return f"{nodes['updated']}/{nodes.get('total', 0)} nodes"
+    if "applied" in nodes:
+        return f"{nodes['applied']}/{nodes.get('matched', 0)} nodes"
+    if "namespaces" in status:
+        return f"{status['namespaces']} namespaces"
+    return ""
+
+
+def table(found: Sequence[Row]) -> str:
+    header = Row("KIND", "NAME", "READY", "REASON", "PROGRESS")
+    lines = [header, *found]
+    widths = [max(len(getattr(r, f)) for r in lines) for f in ("kind", "name", "ready", "reason")]
+    return "\n".join(
+        f"{r.kind:<{widths[0]}}  {r.name:<{widths[1]}}  {r.ready:<{widths[2]}}  "
+        f"{r.reason:<{widths[3]}}  {r.progress}"
+        for r in lines
+    )
+
+
+def settled(found: Sequence[Row], waiting_ok: Sequence[str] = ()) -> bool:
+    """Every object Ready, except those allowed to wait (a pool whose agent is absent)."""
+    return bool(found) and all(r.ready == "True" or r.name in waiting_ok for r in found)

@@ -1,0 +1,235 @@
+"""Raw Kubernetes objects → the values the domain decides on, for the operator and for previews.
+
+The controllers read Nodes, Pods, PDBs and ConfigMaps from the API server;
+``tessera plan`` reads the same objects from the API server or from a
+snapshot file. Both turn them into rollout views and pool targets here, so a
+preview computes exactly what the next reconcile would (the plan hash
+``tessera plan`` prints is the one the operator writes to ``status.plan.hash``).
+Pure: objects in, frozen values out; nothing here reads the API.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from tessera.api import constants as c
+from tessera.api.v1alpha1.common import LabelSelector
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
+from tessera.domain import pools, rollout, selectors
+from tessera.domain.sharing import hami, parsing
+from tessera.domain.sharing import nodes as node_facts
+
+Raw = Mapping[str, Any]
+NPG_KIND = "NodePoolGeometry"
+
+
+# -- rollout views -------------------------------------------------------------------------------
+
+
+def node_view(node: Raw) -> rollout.NodeView:
+    meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    state, error = None, ""
+    raw = annotations.get(c.NODE_STATE_ANNOTATION)
+    if raw:
+        try:
+            state = rollout.decode(raw)
+        except rollout.StateError as err:
+            error = str(err)
+    ready = any(
+        cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in status.get("conditions") or []
+    )
+    return rollout.NodeView(
+        name=meta["name"],
+        labels=meta.get("labels") or {},
+        annotations=annotations,
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+        allocatable=allocatable_of(node),
+        taints=tuple(
+            rollout.Taint(t["key"], t.get("effect", "NoSchedule"), t.get("value", ""))
+            for t in spec.get("taints") or []
+        ),
+        state=state,
+        state_error=error,
+    )
+
+
+def allocatable_of(node: Raw) -> dict[str, int]:
+    """Integer allocatable only (devices); ``cpu: 64`` is kept, ``memory: 512Gi`` is not."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return {k: int(v) for k, v in alloc.items() if str(v).isdigit()}
+
+
+def pod_view(pod: Raw) -> rollout.PodView:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    owners = meta.get("ownerReferences") or []
+    controller = next((o for o in owners if o.get("controller")), None)
+    wants: set[str] = set()
+    for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+        resources = container.get("resources") or {}
+        wants |= set(resources.get("limits") or {}) | set(resources.get("requests") or {})
+    deletion = meta.get("deletionTimestamp")
+    return rollout.PodView(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        node=spec.get("nodeName", ""),
+        labels=meta.get("labels") or {},
+        owner_kind=controller.get("kind") if controller else None,
+        is_mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
+        requests_accelerator=any(w.startswith(c.ACCELERATOR_RESOURCE_PREFIXES) for w in wants),
+        uses_empty_dir=any("emptyDir" in v for v in spec.get("volumes") or []),
+        deletion_timestamp=datetime.fromisoformat(deletion.replace("Z", "+00:00"))
+        if deletion
+        else None,
+        phase=status.get("phase", "Pending"),
+        uid=meta.get("uid", ""),
+    )
+
+
+def pdb_view(pdb: Raw) -> rollout.PdbView:
+    meta, spec, status = pdb["metadata"], pdb.get("spec") or {}, pdb.get("status") or {}
+    selector = spec.get("selector")
+    fresh = status.get("observedGeneration", -1) >= meta.get("generation", 0)
+    return rollout.PdbView(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        selector=LabelSelector.model_validate(selector) if selector is not None else None,
+        disruptions_allowed=int(status.get("disruptionsAllowed", 0)) if fresh else 0,
+    )
+
+
+def needs_pods(
+    nodes: Sequence[rollout.NodeView], desired: Mapping[str, rollout.DesiredNode]
+) -> list[str]:
+    """Nodes whose pods the plan may look at: in flight, or not yet at their target."""
+    out = []
+    for node in nodes:
+        want = desired.get(node.name)
+        state = node.state
+        if (state is not None and state.phase != rollout.Phase.UPDATED) or (
+            want is not None and (state is None or state.target.id != want.target)
+        ):
+            out.append(node.name)
+    return out
+
+
+def sharing_facts(node: Raw) -> node_facts.NodeFacts:
+    meta = node["metadata"]
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    npu = next((k for k in sorted(alloc) if k.startswith("huawei.com/Ascend")), None)
+    count = str(alloc.get(npu, "0")) if npu else "0"
+    return node_facts.from_node(
+        meta["name"],
+        meta.get("labels") or {},
+        meta.get("annotations") or {},
+        npus=int(count) if count.isdigit() else 0,
+        npu_resource=npu,
+    )
+
+
+# -- NodePoolGeometry ----------------------------------------------------------------------------
+
+
+def geometry_owner(name: str) -> str:
+    return f"{NPG_KIND}/{name}"
+
+
+@dataclass(frozen=True)
+class PoolObservation:
+    """One NodePoolGeometry's view of the cluster, before pods are read."""
+
+    owner: str
+    views: Mapping[str, rollout.NodeView]  # every node, physical allocatable
+    targets: Mapping[str, pools.NodeTarget]  # pool members only
+    involved: tuple[rollout.NodeView, ...]  # members + nodes still carrying this pool's state
+
+    @property
+    def desired(self) -> dict[str, rollout.DesiredNode]:
+        return {node: t.desired for node, t in self.targets.items()}
+
+
+def pool_view(node: Raw, sharing: Mapping[str, Any]) -> rollout.NodeView:
+    """The node with its allocatable as whole devices (its sharing config undone)."""
+    view = node_view(node)
+    key = view.labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL)
+    if key and key in sharing:
+        config, _ = parsing.parse(sharing[key])
+        view = replace(view, allocatable=pools.physical_allocatable(view.allocatable, config))
+    return view
+
+
+def touched_by(view: rollout.NodeView, owner: str) -> bool:
+    return view.held_by(owner)
+
+
+def observe_pool(
+    name: str, spec: NodePoolGeometrySpec, nodes: Iterable[Raw], sharing: Mapping[str, Any]
+) -> PoolObservation:
+    """Members, their targets and every node the rollout must see; ``sharing`` is the
+    device-plugin ConfigMap's data."""
+    owner = geometry_owner(name)
+    views = {n["metadata"]["name"]: pool_view(n, sharing) for n in nodes}
+    targets = {
+        node: pools.target_for(name, spec, v.labels, v.allocatable)
+        for node, v in views.items()
+        if selectors.matches(spec.node_selector, v.labels)
+    }
+    involved = tuple(v for v in views.values() if v.name in targets or touched_by(v, owner))
+    return PoolObservation(owner, views, targets, involved)
+
+
+def pool_configs(
+    spec: NodePoolGeometrySpec, seen: PoolObservation
+) -> tuple[dict[str, list[dict[str, Any]]], set[str]]:
+    """(configs the pool wants, configs to keep): what the agent ConfigMap must hold.
+
+    Kept are the configs a node still names and those a rollout in flight may
+    apply or roll back to, so no label ever points at a missing config.
+    """
+    wanted = {t.config[0]: t.config[1] for t in seen.targets.values() if t.config is not None}
+    label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
+    keep: set[str] = {v.labels[label] for v in seen.involved if label in v.labels}
+    for v in seen.involved:
+        if v.state is not None:
+            for target in (v.state.target, v.state.last_good):
+                config = (target.labels if target else {}).get(label)
+                if config:
+                    keep.add(config)
+    return wanted, keep
+
+
+# -- SharingPolicy -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HamiDocument:
+    """One HAMi ConfigMap key, parsed; ``parsed`` is None when absent or unreadable."""
+
+    parsed: Mapping[str, Any] | None = None
+    managed: Mapping[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+def hami_document(obj: Raw | None, key: str) -> HamiDocument:
+    """Parse HAMi's node config; a document a person broke is reported, never guessed at."""
+    if obj is None:
+        return HamiDocument()
+    meta = obj["metadata"]
+    where = f"{meta.get('namespace', '')}/{meta['name']} {key}"
+    managed = hami.managed_nodes(meta.get("annotations"))
+    text = (obj.get("data") or {}).get(key, "")
+    try:
+        parsed = (json.loads(text) if key.endswith(".json") else yaml.safe_load(text)) or {}
+    except (ValueError, yaml.YAMLError) as err:
+        return HamiDocument(None, {}, f"{where}: {err}")
+    if not isinstance(parsed, dict):
+        return HamiDocument(None, {}, f"{where}: not a map")
+    return HamiDocument(parsed, managed)

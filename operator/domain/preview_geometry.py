@@ -1,0 +1,217 @@
+"""The NodePoolGeometry part of a preview: the rollout the operator would start, node by node.
+
+The pool is observed with ``cluster.observe_pool`` and planned with
+``rollout.plan``, exactly as the controller's next pass would, so the hash is
+the one the operator writes to ``status.plan.hash`` and an ``approval:
+Manual`` rollout can be approved from the reviewed preview. The agent
+ConfigMap text comes from ``pools.configs_document``, as the controller
+writes it, and is shown as a diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from tessera.api import constants as c
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
+from tessera.domain import cluster as observe
+from tessera.domain import pools, rollout
+from tessera.domain.rollout import selection
+
+from .preview import Cluster, ConfigDiff, Locations, NodeChange, ObjectPreview, Raw, object_action
+
+KIND = "NodePoolGeometry"
+
+
+@dataclass(frozen=True)
+class GeometryPreviews:
+    objects: tuple[ObjectPreview, ...]
+    configs: tuple[ConfigDiff, ...]
+    allocatable: Mapping[str, Mapping[str, int]]  # node -> physical devices once applied
+
+
+def previews(
+    before: Cluster, after: Cluster, manifests: Sequence[Raw], now: datetime, loc: Locations
+) -> GeometryPreviews:
+    plugin = (before.configmap(loc.device_plugin) or {}).get("data") or {}
+    live = before.of_kind(KIND)
+    documents: dict[tuple[str, str], tuple[str, str]] = {}  # ConfigMap -> (key, text)
+    objects: list[ObjectPreview] = []
+    allocatable: dict[str, Mapping[str, int]] = {}
+    for manifest in manifests:
+        if manifest["kind"] != KIND:
+            continue
+        name = manifest["metadata"]["name"]
+        obj = after.of_kind(KIND)[name]
+        spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+        seen = observe.observe_pool(name, spec, after.nodes, plugin)
+        preview = _pool(before, after, obj, spec, seen, now, loc)
+        objects.append(replace(preview, action=object_action(KIND, live.get(name), manifest)))
+        for node, target in seen.targets.items():
+            if target.config is not None:
+                allocatable[node] = target.capacity
+        _configs(before, spec, name, seen, loc, documents)
+    diffs = tuple(
+        d
+        for (ns, cm), (key, text) in sorted(documents.items())
+        if (d := _diff(before, (ns, cm), key, text)) is not None
+    )
+    return GeometryPreviews(tuple(objects), diffs, allocatable)
+
+
+def _pool(
+    before: Cluster,
+    after: Cluster,
+    obj: Raw,
+    spec: NodePoolGeometrySpec,
+    seen: observe.PoolObservation,
+    now: datetime,
+    loc: Locations,
+) -> ObjectPreview:
+    name = obj["metadata"]["name"]
+    desired, involved = seen.desired, list(seen.involved)
+    wanted = set(observe.needs_pods(involved, desired))
+    pods = [
+        observe.pod_view(p) for p in after.pods if (p.get("spec") or {}).get("nodeName") in wanted
+    ]
+    pdbs = [observe.pdb_view(p) for p in after.pdbs] if pods else []
+    approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
+    plan = rollout.plan(seen.owner, spec.rollout, desired, involved, pods, pdbs, now, approved)
+    configs = _current_configs(before, spec, loc)
+    label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
+    by_node: dict[str, list[rollout.PodView]] = {}
+    for pod in pods:
+        by_node.setdefault(pod.node, []).append(pod)
+    changes = []
+    for report in sorted(plan.nodes, key=lambda r: r.name):
+        if report.phase == rollout.Phase.UPDATED:
+            continue
+        view = seen.views[report.name]
+        target = seen.targets[report.name]
+        current = view.labels.get(label)
+        was = describe(configs.get(current)) if current else "no layout yet"
+        if current and current not in configs:
+            was = current
+        now_ = describe(target.config[1]) if target.config else "impossible"
+        evicts = tuple(
+            p.ref for p in selection.selected(by_node.get(report.name, ()), spec.rollout.drain)
+        )
+        changes.append(NodeChange(report.name, was, now_, True, evicts, report.message))
+    before_cap: dict[str, int] = {}
+    after_cap: dict[str, int] = {}
+    for node, target in seen.targets.items():
+        after_cap.update(dict.fromkeys(target.desired.expected_allocatable or {}, 0))
+        for r, n in seen.views[node].allocatable.items():
+            if r.startswith(c.ACCELERATOR_RESOURCE_PREFIXES):
+                before_cap[r] = before_cap.get(r, 0) + n
+    for target in seen.targets.values():
+        for r, n in target.capacity.items():
+            after_cap[r] = after_cap.get(r, 0) + n
+    problems = tuple(f"{p.node}: {p.message}" for p in plan.problems)
+    return ObjectPreview(
+        kind=KIND,
+        name=name,
+        action="unchanged",
+        nodes_total=len(seen.targets),
+        changes=tuple(changes),
+        pods_to_evict=plan.summary.pods_to_evict,
+        blocking_pdbs=tuple(plan.summary.blocking_pdbs),
+        plan_hash=plan.hash,
+        approval=spec.rollout.approval,
+        approved=approved == plan.hash,
+        capacity_before=dict(sorted(before_cap.items())),
+        capacity_after=dict(sorted(after_cap.items())),
+        problems=problems,
+    )
+
+
+def describe(entries: Iterable[Mapping[str, Any]] | None) -> str:
+    """A config's entries as one line: ``all: 3g.40gb + 2g.20gb + 2x1g.10gb; 7: whole GPU``."""
+    if entries is None:
+        return "unknown config"
+    parts = []
+    for entry in entries:
+        devices = entry.get("devices", "all")
+        where = devices if isinstance(devices, str) else ranges(devices)
+        counts = entry.get("mig-devices") or entry.get("vnpu-devices") or {}
+        enabled = entry.get("mig-enabled", entry.get("vnpu-enabled", False))
+        if not enabled or not counts:
+            whole = "whole NPU" if "vnpu-enabled" in entry else "whole GPU"
+            parts.append(f"{where}: {whole}")
+            continue
+        slices = " + ".join(f"{n}x{p}" if n > 1 else str(p) for p, n in counts.items())
+        parts.append(f"{where}: {slices}")
+    return "; ".join(parts) or "whole devices"
+
+
+def ranges(indexes: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` as ``0-3,5``."""
+    spans: list[list[int]] = []
+    for i in sorted(indexes):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+
+
+def _document_of(spec: NodePoolGeometrySpec, loc: Locations) -> tuple[tuple[str, str], str, str]:
+    if pools.is_ascend(spec):
+        return loc.vnpu, c.VNPU_CONFIGMAP_KEY, "vnpu-configs"
+    return loc.mig, c.MIG_PARTED_CONFIGMAP_KEY, "mig-configs"
+
+
+def _current_configs(
+    before: Cluster, spec: NodePoolGeometrySpec, loc: Locations
+) -> dict[str, list[Mapping[str, Any]]]:
+    where, key, section = _document_of(spec, loc)
+    text = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
+    try:
+        doc = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return {}
+    return dict((doc or {}).get(section) or {}) if isinstance(doc, dict) else {}
+
+
+def _configs(
+    before: Cluster,
+    spec: NodePoolGeometrySpec,
+    pool: str,
+    seen: observe.PoolObservation,
+    loc: Locations,
+    documents: dict[tuple[str, str], tuple[str, str]],
+) -> None:
+    """Fold this pool's configs into the (shared) agent ConfigMap text, as the controller would."""
+    where, key, section = _document_of(spec, loc)
+    if where not in documents:
+        live = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
+        documents[where] = (key, live)
+    wanted, keep = observe.pool_configs(spec, seen)
+    text = pools.configs_document(documents[where][1], pool, section, wanted, keep)
+    if text is not None:
+        documents[where] = (key, text)
+
+
+def _diff(before: Cluster, where: tuple[str, str], key: str, text: str) -> ConfigDiff | None:
+    live = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
+    return unified(f"{where[0]}/{where[1]} {key}", live, text)
+
+
+def unified(where: str, old: str, new: str) -> ConfigDiff | None:
+    if old == new:
+        return None
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"{where} (live)",
+        tofile=f"{where} (planned)",
+    )
+    return ConfigDiff(
+        where, "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    )

@@ -1,0 +1,242 @@
+"""The SharingPolicy part of a preview: which nodes move to which config, in place or drained.
+
+All policies are planned together with ``sharing.planning.plan``, as the
+controller does, but with every node *cleared*: the preview shows where the
+cluster ends up, and marks the disruptive moves, whose cordon/drain rollout
+is planned with ``rollout.plan`` like ``sharing_rollout`` does (pods to
+evict, blocking PDBs, the approval hash).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tessera.api import constants as c
+from tessera.api.v1alpha1.common import LabelSelector
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.domain import cluster as observe
+from tessera.domain import rollout
+from tessera.domain.rollout import selection
+from tessera.domain.sharing import parsing, planning, rollout_targets
+from tessera.domain.sharing.assignment import Policy, assign
+from tessera.domain.sharing.configmap import ConfigMapRef
+from tessera.domain.sharing.nodes import NodeFacts
+from tessera.domain.sharing.outcomes import PolicyResult
+
+from .preview import Cluster, ConfigDiff, Locations, NodeChange, ObjectPreview, Raw, object_action
+from .preview_geometry import unified
+
+KIND = "SharingPolicy"
+
+
+@dataclass(frozen=True)
+class SharingPreviews:
+    objects: tuple[ObjectPreview, ...]
+    configs: tuple[ConfigDiff, ...]
+    facts: Mapping[str, NodeFacts]
+    results: Mapping[str, PolicyResult | None]  # node -> the policy result that governs it
+    changed: frozenset[str]
+
+
+def policies(objects: Cluster) -> list[Policy]:
+    """The cluster's valid SharingPolicies, poolRefs resolved against its NodePoolGeometries."""
+    pools = objects.of_kind("NodePoolGeometry")
+    out = []
+    for name, obj in sorted(objects.of_kind(KIND).items()):
+        try:
+            spec = SharingPolicySpec.model_validate(obj.get("spec") or {})
+        except ValidationError:
+            continue
+        selector = None
+        if spec.pool_ref is not None:
+            raw = ((pools.get(spec.pool_ref.name) or {}).get("spec") or {}).get("nodeSelector")
+            selector = LabelSelector.model_validate(raw) if raw is not None else None
+        out.append(Policy(name, spec, selector))
+    return out
+
+
+def previews(
+    before: Cluster, after: Cluster, manifests: Sequence[Raw], now: datetime, loc: Locations
+) -> SharingPreviews:
+    facts = {n["metadata"]["name"]: observe.sharing_facts(n) for n in after.nodes}
+    plugin = before.configmap(loc.device_plugin)
+    nv_cm = before.configmap((loc.hami_namespace, c.HAMI_NVIDIA_CONFIGMAP_NAME))
+    asc_cm = before.configmap((loc.hami_namespace, c.HAMI_ASCEND_CONFIGMAP_NAME))
+    nv = observe.hami_document(nv_cm, c.HAMI_NVIDIA_CONFIGMAP_KEY)
+    asc = observe.hami_document(asc_cm, c.HAMI_ASCEND_CONFIGMAP_KEY)
+    data = dict((plugin or {}).get("data") or {})
+    seen = planning.Observed(
+        tuple(facts.values()),
+        data,
+        (plugin or {}).get("metadata", {}).get("annotations") or {},
+        nv.parsed,
+        nv.managed,
+        asc.parsed,
+        asc.managed,
+    )
+    hns = loc.hami_namespace
+    settings = planning.Settings(
+        plugin_map=ConfigMapRef(*loc.device_plugin),
+        hami_nvidia_where=f"{hns}/{c.HAMI_NVIDIA_CONFIGMAP_NAME} ({c.HAMI_NVIDIA_CONFIGMAP_KEY})",
+        hami_ascend_where=f"{hns}/{c.HAMI_ASCEND_CONFIGMAP_NAME} ({c.HAMI_ASCEND_CONFIGMAP_KEY})",
+    )
+    plan = planning.plan(policies(after), seen, settings, frozenset(facts))
+    earlier = assign(policies(before), facts.values())
+    live = before.of_kind(KIND)
+    objects = []
+    for manifest in manifests:
+        if manifest["kind"] != KIND:
+            continue
+        name = manifest["metadata"]["name"]
+        p = _policy(after, plan, earlier.owner, facts, data, name, now)
+        objects.append(replace(p, action=object_action(KIND, live.get(name), manifest)))
+    touched = any(o.action != "unchanged" or o.changes for o in objects)
+    configs: tuple[ConfigDiff, ...] = ()
+    if touched:
+        configs = _diffs(plan, data, plugin, nv_cm, asc_cm, loc)
+    results = {node: plan.results.get(owner) for node, owner in plan.assignment.owner.items()}
+    return SharingPreviews(tuple(objects), configs, facts, results, frozenset(plan.changes))
+
+
+def _policy(
+    after: Cluster,
+    plan: planning.SharingPlan,
+    earlier: Mapping[str, str],
+    facts: Mapping[str, NodeFacts],
+    data: Mapping[str, str],
+    name: str,
+    now: datetime,
+) -> ObjectPreview:
+    result = plan.results[name]
+    obj = after.of_kind(KIND)[name]
+    spec = SharingPolicySpec.model_validate(obj.get("spec") or {})
+    governed = plan.assignment.nodes_of(name)
+    mine = sorted(n for n in plan.changes if plan.assignment.owner.get(n, earlier.get(n)) == name)
+    disruptive = [n for n in mine if plan.changes[n].disruptive and n in governed]
+    rolled: rollout.Plan | None = None
+    evicts: dict[str, tuple[str, ...]] = {}
+    approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
+    if disruptive and result.valid:
+        desired = {n: rollout_targets.desired_node(result, facts[n]) for n in disruptive}
+        views = [observe.node_view(n) for n in after.nodes if n["metadata"]["name"] in desired]
+        pods = [
+            observe.pod_view(p)
+            for p in after.pods
+            if (p.get("spec") or {}).get("nodeName") in desired
+        ]
+        pdbs = [observe.pdb_view(p) for p in after.pdbs]
+        owner = rollout_targets.owner_id(name)
+        rolled = rollout.plan(owner, spec.rollout, desired, views, pods, pdbs, now, approved)
+        for node in disruptive:
+            chosen = selection.selected([p for p in pods if p.node == node], spec.rollout.drain)
+            evicts[node] = tuple(p.ref for p in chosen)
+    changes = tuple(
+        NodeChange(
+            node,
+            _describe_now(facts[node], data),
+            _describe(result) if plan.assignment.owner.get(node) == name else "default",
+            plan.changes[node].disruptive,
+            evicts.get(node, ()),
+            plan.changes[node].reason,
+        )
+        for node in mine
+    )
+    problems = [str(e) for e in (*result.errors, *result.node_errors)]
+    problems += [conflict.message for conflict in plan.assignment.conflicts_of(name)]
+    return ObjectPreview(
+        kind=KIND,
+        name=name,
+        action="unchanged",
+        nodes_total=len(governed),
+        changes=changes,
+        pods_to_evict=rolled.summary.pods_to_evict if rolled else 0,
+        blocking_pdbs=tuple(rolled.summary.blocking_pdbs) if rolled else (),
+        plan_hash=rolled.hash if rolled else "",
+        approval=spec.rollout.approval if rolled else "",
+        approved=bool(rolled and approved == rolled.hash),
+        problems=tuple(problems),
+    )
+
+
+def _describe(result: PolicyResult) -> str:
+    if result.hami_fields is not None:
+        fields = dict(result.hami_fields)
+        mode = fields.pop("operatingmode", "hami-core")
+        extra = ", ".join(f"{k}={v}" for k, v in sorted(fields.items()))
+        return f"HAMi {mode}" + (f" ({extra})" if extra else "")
+    if result.config is not None:
+        return f"{result.key}: {_config_text(result.config)}"
+    if result.ascend_fields is not None:
+        return "Ascend " + ", ".join(f"{k}={v}" for k, v in sorted(result.ascend_fields.items()))
+    return result.backend
+
+
+def _describe_now(node: NodeFacts, data: Mapping[str, str]) -> str:
+    key = node.plugin_config
+    if key is None:
+        return "default"
+    if key not in data:
+        return f"{key} (missing)"
+    config, _ = parsing.parse(data[key])
+    return f"{key}: {_config_text(config)}" if config is not None else key
+
+
+def _config_text(config: Any) -> str:
+    if config.strategy == "none":
+        return "exclusive"
+    rules = ", ".join(f"{r.name} x{r.replicas}" for r in config.resources)
+    return f"{config.strategy} ({rules})"
+
+
+def _diffs(
+    plan: planning.SharingPlan,
+    data: Mapping[str, str],
+    plugin: Raw | None,
+    nv_cm: Raw | None,
+    asc_cm: Raw | None,
+    loc: Locations,
+) -> tuple[ConfigDiff, ...]:
+    cm = plan.device_plugin
+    planned = {**data, **cm.put}
+    for key in (*cm.delete, *cm.delete_after_labels):
+        planned.pop(key, None)
+    ns, name = loc.device_plugin
+    out = [unified(f"{ns}/{name}", _render(data) if plugin else "", _render(planned))]
+    for cm_obj, key, entries in (
+        (nv_cm, c.HAMI_NVIDIA_CONFIGMAP_KEY, plan.hami_nvidia),
+        (asc_cm, c.HAMI_ASCEND_CONFIGMAP_KEY, plan.hami_ascend),
+    ):
+        if not entries.patch:
+            continue
+        old = ((cm_obj or {}).get("data") or {}).get(key, "")
+        where = f"{loc.hami_namespace}/{_hami_name(key)} {key}"
+        out.append(unified(where, old, _serialize(key, entries.document)))
+    return tuple(d for d in out if d is not None)
+
+
+def _hami_name(key: str) -> str:
+    if key == c.HAMI_NVIDIA_CONFIGMAP_KEY:
+        return c.HAMI_NVIDIA_CONFIGMAP_NAME
+    return c.HAMI_ASCEND_CONFIGMAP_NAME
+
+
+def _render(data: Mapping[str, str]) -> str:
+    """ConfigMap data as a reviewer reads it: each key, then its text indented."""
+    out = []
+    for key, text in sorted(data.items()):
+        out.append(f"{key}: |\n")
+        out.extend(f"  {line}\n" for line in str(text).splitlines())
+    return "".join(out)
+
+
+def _serialize(key: str, document: Mapping[str, Any]) -> str:
+    if key.endswith(".json"):
+        return json.dumps(document, indent=2) + "\n"
+    return yaml.safe_dump(dict(document), sort_keys=False)

@@ -1,0 +1,113 @@
+"""A Preview as a reviewer reads it in a terminal or a pull-request comment, and as JSON.
+
+Per object: what happens to it, then per node ``old → new`` with the pods
+drained first, the PDBs that would block, the plan hash to approve, and the
+capacity the pool ends with; then cluster capacity, quota impact and the
+agent ConfigMaps as unified diffs. The last line says whether anything
+changes, like ``terraform plan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from .preview import ObjectPreview, Preview
+
+SHORT = {"NodePoolGeometry": "npg", "SharingPolicy": "sp", "TenantQuota": "tq"}
+NODES_SHOWN = 20
+
+
+def render(p: Preview) -> str:
+    out: list[str] = []
+    for note in p.notes:
+        out.append(f"# {note}")
+    for obj in p.objects:
+        out.extend(_object(obj))
+        out.append("")
+    if p.capacity:
+        out.append("Cluster capacity (what TenantQuotas are compared with):")
+        width = max(len(r) for r in p.capacity)
+        for resource, (old, new) in p.capacity.items():
+            out.append(f"  {resource:<{width}}  {old:>6} -> {new:<6} ({new - old:+d})")
+        out.append("")
+    if p.tenants:
+        out.append("Quota impact:")
+        for t in p.tenants:
+            if t.after and not t.before:
+                state = "becomes Overcommitted"
+            elif t.after:
+                state = "stays Overcommitted"
+            else:
+                state = "no longer Overcommitted"
+            detail = f": {t.message}" if t.after else ""
+            out.append(f"  tenantquota/{t.tenant} {state}{detail}")
+        out.append("")
+    for diff in p.configs:
+        out.append(f"Config {diff.where}:")
+        out.append(diff.diff.rstrip("\n"))
+        out.append("")
+    nodes = sum(len(o.changes) for o in p.objects)
+    pods = sum(o.pods_to_evict for o in p.objects)
+    if p.changed:
+        out.append(
+            f"Plan: {nodes} node(s) change, {pods} pod(s) evicted, "
+            f"{len(p.configs)} config(s) rewritten."
+        )
+    else:
+        out.append("No changes. The cluster already matches these manifests.")
+    return "\n".join(out) + "\n"
+
+
+def _object(o: ObjectPreview) -> list[str]:
+    ref = f"{SHORT.get(o.kind, o.kind.lower())}/{o.name}"
+    head = f"{o.kind}/{o.name}: {o.action}"
+    if o.kind == "TenantQuota":
+        lines = [f"{head} ({o.nodes_total} namespace(s))"]
+        lines += [f"  {w}" for w in o.writes] or ["  no ResourceQuota changes"]
+        lines += [f"  ! {p}" for p in o.problems]
+        return lines
+    disruptive = sum(1 for c in o.changes if c.disruptive)
+    lines = [
+        f"{head}; {len(o.changes)} of {o.nodes_total} node(s) change"
+        + (f" ({disruptive} drained first)" if disruptive and o.kind == "SharingPolicy" else "")
+    ]
+    if o.plan_hash:
+        lines.append(
+            f"  plan {o.plan_hash}: {o.pods_to_evict} pod(s) to evict"
+            + (f", blocked by PDB {', '.join(o.blocking_pdbs)}" if o.blocking_pdbs else "")
+        )
+    for change in o.changes[:NODES_SHOWN]:
+        mode = (
+            ""
+            if o.kind == "NodePoolGeometry"
+            else (" [drain]" if change.disruptive else " [in place]")
+        )
+        lines.append(f"  ~ {change.node}{mode}: {change.before}  ->  {change.after}")
+        if change.evicts:
+            lines.append(f"      evicts {', '.join(change.evicts)}")
+        if change.note and o.kind == "SharingPolicy":
+            lines.append(f"      {change.note}")
+    if len(o.changes) > NODES_SHOWN:
+        lines.append(f"  ... and {len(o.changes) - NODES_SHOWN} more node(s)")
+    if o.capacity_before != o.capacity_after:
+        keys = sorted(o.capacity_before.keys() | o.capacity_after.keys())
+        moves = [f"{k} {o.capacity_before.get(k, 0)} -> {o.capacity_after.get(k, 0)}" for k in keys]
+        lines.append("  capacity: " + ", ".join(moves))
+    lines += [f"  ! {p}" for p in o.problems]
+    if o.plan_hash and o.changes and o.approval == "Manual":
+        if o.approved:
+            lines.append(f"  approved (tessera.io/approve-plan={o.plan_hash})")
+        else:
+            lines.append(
+                f"  approval: Manual; approve with: kubectl annotate {ref} --overwrite "
+                f"tessera.io/approve-plan={o.plan_hash}"
+            )
+    return lines
+
+
+def as_json(p: Preview) -> dict[str, Any]:
+    doc = asdict(p)
+    doc["capacity"] = {r: {"before": b, "after": a} for r, (b, a) in p.capacity.items()}
+    doc["changed"] = p.changed
+    return doc

@@ -1,0 +1,70 @@
+"""The ``make demo`` scenario: the demo's nodes, its agents and ``config/samples`` converge.
+
+The session's operator (fixture ``operator``) plays the demo's operator; the
+agents run in-process exactly as ``tessera dev agents`` runs them. The sample
+objects are also applied by ``test_api_surface``; their pools' nodes exist
+only here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tessera.adapters.kube import Kube
+from tessera.devcluster import demo
+
+from .conftest import ROOT, Kubectl, OperatorProcess
+from .helpers import eventually
+
+DEADLINE = 120.0
+SAMPLES = {
+    (doc["kind"], doc["metadata"]["name"])
+    for path in sorted((ROOT / "config" / "samples").glob("*_*.yaml"))
+    if (doc := yaml.safe_load(path.read_text()))
+}
+
+
+@pytest.fixture(scope="module")
+def demo_agents(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    stop = threading.Event()
+    workdir: Path = tmp_path_factory.mktemp("demo-agents")
+    thread = threading.Thread(target=demo.run_agents, args=(kube, workdir, stop), daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=30)
+
+
+def test_demo_scenario_converges_without_errors(
+    kube: Kube, kubectl: Kubectl, operator: OperatorProcess, demo_agents: None
+) -> None:
+    log_start = len(operator.log())
+    started = time.monotonic()
+    created = demo.build(kube)
+    assert len(created) == sum(n for _, _, n, _ in demo.DEMO.pools)
+    assert demo.build(kube) == []  # a rerun creates nothing and resets no node
+    kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
+    waiting_ok = () if demo.has_ascend_agents() else ("ascend-310p",)
+
+    def converged() -> list[demo.Row] | None:
+        rows = [r for r in demo.rows(kube) if (r.kind, r.name) in SAMPLES]
+        return rows if len(rows) == len(SAMPLES) and demo.settled(rows, waiting_ok) else None
+
+    rows = eventually(converged, DEADLINE, "every sample Ready")
+    elapsed = time.monotonic() - started
+    h100 = next(r for r in rows if r.name == "h100-inference")
+    assert (h100.ready, h100.progress) == ("True", "4/4 nodes"), demo.table(rows)
+    npg = kube.get("/apis/tessera.io/v1alpha1/nodepoolgeometries/h100-inference")
+    assert npg["status"]["capacity"]["nvidia.com/mig-1g.10gb"] == str(4 * 7 * 2)
+    tq = kube.get("/apis/tessera.io/v1alpha1/tenantquotas/team-a")
+    assert tq["status"]["namespaces"] == 2
+    log = operator.log()[log_start:]
+    bad = [line for line in log.splitlines() if "Traceback" in line or " ERROR " in line]
+    assert not bad, "\n".join(bad[:10])
+    assert elapsed < DEADLINE

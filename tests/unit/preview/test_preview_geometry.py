@@ -1,0 +1,141 @@
+"""NodePoolGeometry previews: nodes that change, evictions, PDBs, hash, capacity, config diff."""
+
+from __future__ import annotations
+
+import pytest
+from preview_builders import (
+    LAYOUT_A,
+    LAYOUT_B,
+    T0,
+    converged,
+    gpu_nodes,
+    manifest,
+    namespace,
+    npg,
+    pdb,
+    pod,
+    world,
+)
+
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
+from tessera.domain import cluster, preview, preview_text, rollout
+from tessera.domain.rollout import targets
+
+
+def _one(p: preview.Preview) -> preview.ObjectPreview:
+    assert len(p.objects) == 1
+    return p.objects[0]
+
+
+def test_new_pool_on_fresh_nodes_changes_every_node_and_writes_its_config() -> None:
+    pool = npg("inf", LAYOUT_A)
+    result = preview.preview(world(*gpu_nodes("inf", 3)), [pool], T0)
+    obj = _one(result)
+    assert obj.action == "create"
+    assert [c.node for c in obj.changes] == ["inf-0", "inf-1", "inf-2"]
+    assert obj.changes[0].before == "no layout yet"
+    assert obj.changes[0].after == "all: 3g.40gb + 2g.20gb + 2x1g.10gb"
+    assert obj.capacity_after["nvidia.com/mig-1g.10gb"] == 3 * 8 * 2
+    assert obj.capacity_after["nvidia.com/gpu"] == 0
+    assert result.changed
+    [diff] = result.configs
+    assert "tessera-mig-parted-config" in diff.where
+    assert "+    mig-devices: {3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 2}" in diff.diff
+
+
+def test_hash_is_the_rollout_engines_hash_of_the_same_observation() -> None:
+    pool = npg("inf", LAYOUT_B)
+    nodes = gpu_nodes("inf", 2)
+    obj = _one(preview.preview(world(*nodes), [pool], T0))
+    spec = NodePoolGeometrySpec.model_validate(pool["spec"])
+    seen = cluster.observe_pool("inf", spec, nodes, {})
+    assert obj.plan_hash == targets.plan_hash("NodePoolGeometry/inf", seen.desired)
+    planned = rollout.plan(seen.owner, spec.rollout, seen.desired, list(seen.involved), [], [], T0)
+    assert obj.plan_hash == planned.hash
+
+
+def test_converged_pool_is_no_change() -> None:
+    pool = npg("inf", LAYOUT_A)
+    nodes, cm = converged(gpu_nodes("inf", 2), pool)
+    live = {**pool, "spec": {**pool["spec"], "rollout": {"maxUnavailable": 1}}}
+    result = preview.preview(world(*nodes, cm, live), [pool], T0)
+    obj = _one(result)
+    assert obj.action == "unchanged"  # defaults filled in by the API server are no difference
+    assert obj.changes == ()
+    assert result.configs == ()
+    assert not result.changed
+    assert "No changes." in preview_text.render(result)
+
+
+def test_layout_change_names_old_and_new_layout_pods_and_blocking_pdb() -> None:
+    old = npg("inf", LAYOUT_A)
+    nodes, cm = converged(gpu_nodes("inf", 2), old)
+    items = [
+        *nodes,
+        cm,
+        old,
+        namespace("ml"),
+        pod("server-a", "inf-0", app="serving"),
+        pod("server-b", "inf-1", app="serving"),
+        pod("batch", "inf-1", app="batch"),
+        pdb("serving-pdb", 0, app="serving"),
+    ]
+    result = preview.preview(world(*items), [npg("inf", LAYOUT_B)], T0)
+    obj = _one(result)
+    assert obj.action == "update"
+    by_node = {c.node: c for c in obj.changes}
+    assert by_node["inf-0"].before == "all: 3g.40gb + 2g.20gb + 2x1g.10gb"
+    assert by_node["inf-0"].after == "all: 7x1g.10gb"
+    assert by_node["inf-1"].evicts == ("ml/batch", "ml/server-b")
+    assert obj.pods_to_evict == 3
+    assert obj.blocking_pdbs == ("ml/serving-pdb",)
+    assert obj.capacity_before["nvidia.com/mig-3g.40gb"] == 16
+    assert obj.capacity_after["nvidia.com/mig-3g.40gb"] == 0
+    assert result.capacity["nvidia.com/mig-1g.10gb"] == (32, 112)
+
+
+def test_manual_approval_prints_the_annotation_and_recognises_an_approved_plan() -> None:
+    pool = npg("inf", LAYOUT_B, approval="Manual")
+    nodes = gpu_nodes("inf", 1)
+    obj = _one(preview.preview(world(*nodes), [pool], T0))
+    text = preview_text.render(preview.preview(world(*nodes), [pool], T0))
+    assert f"tessera.io/approve-plan={obj.plan_hash}" in text
+    live = manifest("NodePoolGeometry", "inf", pool["spec"], **{
+        "tessera.io/approve-plan": obj.plan_hash
+    })  # fmt: skip
+    again = _one(preview.preview(world(*nodes, live), [pool], T0))
+    assert again.approved and again.plan_hash == obj.plan_hash
+
+
+def test_impossible_layout_is_a_problem_not_an_error() -> None:
+    pool = npg("inf", {"mig": {"layouts": [{"profiles": {"7g.80gb": 2}}]}})
+    obj = _one(preview.preview(world(*gpu_nodes("inf", 1)), [pool], T0))
+    assert obj.problems and "impossible" in obj.problems[0]
+    assert obj.changes[0].after == "impossible"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (npg("x", LAYOUT_A, onFailure="Explode"), "NodePoolGeometry/x: spec.rollout.onFailure"),
+        ({"kind": "NodePoolGeometry", "apiVersion": "tessera.io/v1alpha1", "metadata": {}}, "name"),
+        ("just text", "not a Kubernetes object"),
+    ],
+)
+def test_invalid_manifests_are_errors(doc: object, message: str) -> None:
+    with pytest.raises(preview.ManifestError, match=message):
+        preview.parse_manifests([doc])
+
+
+def test_other_kinds_are_skipped_with_a_note() -> None:
+    kept, notes = preview.parse_manifests(
+        [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, npg("a", LAYOUT_A)]
+    )
+    assert [m["metadata"]["name"] for m in kept] == ["a"]
+    assert notes == ["skipped ConfigMap x: not a Tessera object"]
+
+
+def test_ranges_compress_device_lists() -> None:
+    from tessera.domain.preview_geometry import ranges
+
+    assert ranges([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
