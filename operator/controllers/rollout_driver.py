@@ -65,6 +65,7 @@ def apply(
                 log.warning("%s/%s: %s failed: %s", owner.kind, owner.name, text, err)
                 return done
         log.info("%s/%s: %s", owner.kind, owner.name, text)
+        _observe(ctx, owner, action, nodes.get(action.node))
         if not isinstance(action, rollout.SetNodeState | rollout.ClearNodeState):
             ctx.events.post(owner, type(action).__name__, text, ctx.clock())
             ctx.events.post(
@@ -72,6 +73,27 @@ def apply(
             )
         done += 1
     return done
+
+
+def _observe(
+    ctx: Context, owner: Ref, action: rollout.Action, node: rollout.NodeView | None
+) -> None:
+    """Phase durations and rollbacks, from the state a node leaves and the one it enters."""
+    before = node.state if node is not None else None
+    if before is None:
+        return
+    leaving = isinstance(action, rollout.ClearNodeState) or (
+        isinstance(action, rollout.SetNodeState) and action.state.phase != before.phase
+    )
+    if leaving:
+        seconds = (ctx.clock() - before.since).total_seconds()
+        metrics.PHASE_SECONDS.labels(before.phase.value).observe(max(seconds, 0.0))
+    if (
+        isinstance(action, rollout.SetNodeState)
+        and action.state.rollback_of is not None
+        and before.rollback_of is None
+    ):
+        metrics.ROLLBACKS.labels(owner.name).inc()
 
 
 def _execute(ctx: Context, action: rollout.Action, node: rollout.NodeView | None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -270,6 +271,9 @@ def test_agent_failure(
         )
 
     eventually(rolled_back, 90, "rollback to the last good layout, uncordoned")
+    scraped = urllib.request.urlopen(operator.metrics_url, timeout=5).read().decode()
+    assert f'tessera_rollbacks_total{{pool="{pool}"}} 1.0' in scraped
+    assert 'tessera_rollout_phase_duration_seconds_count{phase="Verifying"}' in scraped
 
 
 def test_new_node_joins_and_deletion_mid_rollout_leaves_nothing_cordoned(
