@@ -26,7 +26,7 @@ from .outcome import Outcome
 from .releasing import back_out
 from .reporting import NodeReport
 from .state import NodeState, Phase, ts
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, pending_taint
 
 DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
 
@@ -175,5 +175,5 @@ def idle(node: NodeView, s: NodeState | None, d: DesiredNode | None, pool: str) 
             acts.append(act.ClearNodeState(node.name, why))
     elif targets.unpartitioned(d, node) and not tainted:
         why = f"{node.name} has no layout yet; keep pods off it until {d.target} is applied"
-        acts.append(act.AddTaint(node.name, GEOMETRY_PENDING, why))
+        acts.append(act.AddTaint(node.name, pending_taint(pool), why))
     return acts

@@ -8,8 +8,9 @@ pure and lets tests build a whole cluster in a few lines (see the builders in
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -31,6 +32,20 @@ class Taint:
 GEOMETRY_PENDING = Taint(constants.GEOMETRY_PENDING_TAINT, "NoSchedule")
 """Tessera's own scheduling block: we can always remove a taint we own without
 overriding anyone else's intent, which ``spec.unschedulable`` cannot promise."""
+
+
+def pending_taint(owner: str) -> Taint:
+    """``GEOMETRY_PENDING`` with its owner as the value, for a node held before any state.
+
+    A new node waiting for its first layout carries the taint and no rollout
+    state, so the taint alone must say whose it is: otherwise every other pool
+    sees an orphan and lifts it, and the pools fight over it write for write. A
+    taint value is a label value (63 characters, no slash), hence the token.
+    """
+    token = owner.replace("/", ".")
+    if len(token) > 63:
+        token = f"{token[:52]}.{hashlib.sha256(owner.encode()).hexdigest()[:10]}"
+    return replace(GEOMETRY_PENDING, value=token)
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,19 @@ class NodeView:
 
     def has_taint(self, taint: Taint) -> bool:
         return any(t.key == taint.key and t.effect == taint.effect for t in self.taints)
+
+    def taint_value(self, taint: Taint) -> str | None:
+        """The value of the node's taint with ``taint``'s key and effect; None without one."""
+        found = [t.value for t in self.taints if t.key == taint.key and t.effect == taint.effect]
+        return found[0] if found else None
+
+    def held_by(self, owner: str) -> bool:
+        """Whether ``owner`` holds this node: by its rollout state, or, with no state, by a
+        pending taint carrying its name (or carrying no name: written before names were)."""
+        if self.state is not None:
+            return self.state.owner == owner
+        value = self.taint_value(GEOMETRY_PENDING)
+        return value is not None and value in ("", pending_taint(owner).value)
 
 
 @dataclass(frozen=True)
