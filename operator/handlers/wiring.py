@@ -18,11 +18,18 @@ from typing import Any
 
 import kopf
 
+from tessera.adapters.kube import ApiError
 from tessera.api import constants as c
 from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.runtime import Context, Result
 
 log = logging.getLogger("tessera.handlers")
+RETRY_SECONDS = 5.0  # after a failed pass
+
+
+def transient(err: ApiError) -> bool:
+    """The API server is away (restart, overload) or the object moved under us (409)."""
+    return err.status in (0, 409, 429) or err.status >= 500
 
 
 @dataclass(frozen=True)
@@ -107,9 +114,13 @@ def _register_kind(
                 try:
                     result = await asyncio.to_thread(controller.reconcile, ctx, name)
                     delay = result.requeue_after or ctx.settings.resync_seconds
+                except ApiError as err:  # the message says it all: no stack for an answer
+                    level = logging.WARNING if transient(err) else logging.ERROR
+                    log.log(level, "%s/%s: reconcile failed: %s; retrying", plural, name, err)
+                    delay = RETRY_SECONDS
                 except Exception:
                     log.exception("%s/%s: reconcile failed; retrying", plural, name)
-                    delay = 5.0
+                    delay = RETRY_SECONDS
                 waiter = asyncio.ensure_future(wake.wait())
                 try:
                     await asyncio.wait({waiter}, timeout=delay)
