@@ -4,20 +4,26 @@ Events are how ``kubectl describe`` explains an action. Repeating the same
 reason and message for the same object would be noise and, worse, a write on
 every resync of a converged cluster, so an event is posted only when it
 differs from the last one posted for that object.
+
+Events are sent in order by one background thread: an Event is a note about a
+write, and sending it inline put two more round trips (the pool's event and
+the node's) behind every action of a rollout. They are best effort either way.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from tessera.adapters.kube import ApiError, Kube, path_of
 
 log = logging.getLogger("tessera.events")
 EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects live
+BACKLOG = 10_000  # events waiting to be sent; beyond it new ones are dropped with a warning
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,8 @@ class EventRecorder:
         self.component = component
         self._last: dict[tuple[str, str], tuple[str, str]] = {}
         self._lock = threading.Lock()
+        self._outbox: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue(BACKLOG)
+        self._sender: threading.Thread | None = None
 
     def post(
         self,
@@ -69,7 +77,26 @@ class EventRecorder:
             "lastTimestamp": stamp,
             "count": 1,
         }
+        with self._lock:
+            if self._sender is None:
+                self._sender = threading.Thread(target=self._send, name="events", daemon=True)
+                self._sender.start()
         try:
-            self.kube.create(path_of("v1", "events", namespace=namespace), body)
-        except ApiError as err:  # events are best effort; never fail a reconcile over one
-            log.warning("could not post event %s on %s/%s: %s", reason, ref.kind, ref.name, err)
+            self._outbox.put_nowait((namespace, body))
+        except queue.Full:
+            log.warning("event backlog full; dropped %s on %s/%s", reason, ref.kind, ref.name)
+
+    def _send(self) -> None:
+        while True:
+            namespace, body = self._outbox.get()
+            try:
+                self.kube.create(path_of("v1", "events", namespace=namespace), body)
+            except ApiError as err:  # events are best effort; never fail a reconcile over one
+                obj = body["involvedObject"]
+                log.warning(
+                    "could not post event %s on %s/%s: %s",
+                    body["reason"],
+                    obj["kind"],
+                    obj["name"],
+                    err,
+                )

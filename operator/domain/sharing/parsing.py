@@ -8,6 +8,7 @@ MPS win, so Tessera rejects that combination outright.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -18,8 +19,14 @@ from .rules import RuleError
 Parsed = tuple[DevicePluginConfig | None, tuple[RuleError, ...]]
 
 
+@lru_cache(maxsize=1024)
 def parse(text: str) -> Parsed:
-    """``(config, ())`` when the plugin would read ``text`` as Tessera does, else errors."""
+    """``(config, ())`` when the plugin would read ``text`` as Tessera does, else errors.
+
+    Memoised: a pass reads the config of every node's key, and a thousand nodes
+    share a handful of configs (parsing YAML per node was most of an idle
+    resync's CPU). The result is immutable, so sharing it is safe.
+    """
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
