@@ -140,11 +140,13 @@ class Workload:
     """GPU pods owned by a ReplicaSet, one per node, under a PDB of ``minAvailable: n - 1``.
 
     No ReplicaSet controller or scheduler runs in the test control plane, so
-    this plays both: a deleted pod comes back under the same name (a new uid,
-    as a StatefulSet's would) on the spare node outside the pool. So every pod
-    a rollout should evict is an original, each exactly once. Like a real
-    controller it works from levels (which names are missing), so an API
-    server restart that swallows a DELETED event loses no replica.
+    this plays both: a deleted pod ``train-0`` comes back as ``train-0-again``
+    on the spare node outside the pool. So every pod a rollout should evict is
+    an original, each exactly once. (Not under the same name: after an API
+    server restart the disruption controller may have missed the deletion and
+    counts a pod of the old name as disrupted for its two-minute grace.) Like a
+    real controller it works from levels (which replicas are missing), so an
+    API server restart that swallows a DELETED event loses no replica.
     """
 
     def __init__(self, kube: Kube, ns: str, nodes: list[str]) -> None:
@@ -236,7 +238,8 @@ class Workload:
             try:
                 present = {p["metadata"]["name"] for p in self.kube.list(collection)}
                 for name in sorted(names - present):
-                    self.kube.create(collection, self._pod(name, SPARE))
+                    if f"{name}-again" not in present:
+                        self.kube.create(collection, self._pod(f"{name}-again", SPARE))
             except ApiError:
                 continue  # API server away or a name taken meanwhile: next round
 
@@ -382,7 +385,7 @@ def test_api_server_restart_mid_rollout(
             kube.create(NPG, custom("NodePoolGeometry", pool, spec))
             eventually(verifying.is_set, 60, "a node verifying its new layout")
             control_plane.restart_apiserver()
-            obj = wait_ready(kube, pool, 120, f"{pool} Ready after the restart")
+            obj = wait_ready(kube, pool, 180, f"{pool} Ready after the restart")
     finally:
         private.stop()
         operator.start()
