@@ -10,8 +10,8 @@ finishes terminating — and then checks what a cluster owner would check:
 * never more nodes disrupted than ``maxUnavailable``, watched at every instant;
 * no PodDisruptionBudget broken: the ready replicas never drop below
   ``minAvailable``;
-* each pod evicted at most once (an evicted pod comes back under the same
-  name with a new uid on a spare node, so evicting it again would show);
+* each pod evicted at most once (an evicted pod comes back as a new pod on a
+  spare node outside the pool, so any second eviction would show);
 * each node's layout requested once (no double reconfiguration);
 * no node left cordoned or tainted by Tessera, and a node an admin cordoned
   still cordoned.
