@@ -1,0 +1,219 @@
+"""What every cluster benchmark needs: a control plane, nodes, the operator, and honest meters.
+
+Figures come from outside the operator: writes are counted from the API
+server's watch streams (each write of an object is one watch event), CPU
+seconds and resident memory from ``/proc/<pid>``. The operator runs as a real
+``tessera run`` process with its defaults (resync 60 s, INFO logging).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.devcluster import fleet
+from tessera.devcluster.controlplane import ControlPlane, find_binaries
+
+ROOT = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def control_plane() -> Iterator[tuple[ControlPlane, Kube]]:
+    """A fresh control plane with Tessera's CRDs; everything stops on the way out."""
+    plane = ControlPlane(find_binaries()).start()
+    kube = Kube.from_kubeconfig(str(plane.kubeconfig))
+    try:
+        kubectl = [str(plane.kubectl), f"--kubeconfig={plane.kubeconfig}"]
+        subprocess.run([*kubectl, "apply", "--server-side", "-k", str(ROOT / "crds")], check=True, capture_output=True)  # fmt: skip
+        subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd", "--all"], check=True, capture_output=True)  # fmt: skip
+        for ns in ("gpu-operator", "kube-system"):
+            with contextlib.suppress(ApiError):
+                kube.create("/api/v1/namespaces", {"metadata": {"name": ns}})
+        yield plane, kube
+    finally:
+        kube.close()
+        plane.stop()
+
+
+def parallel(kube: Kube, work: Callable[[Kube, Any], object], items: Iterable[Any]) -> None:
+    """Run ``work`` over ``items`` on 16 threads (setup only: never what is measured)."""
+    with ThreadPoolExecutor(16) as pool:
+        for _ in pool.map(lambda item: work(kube, item), items):
+            pass
+
+
+def create_nodes(kube: Kube, specs: list[fleet.NodeSpec]) -> None:
+    parallel(kube, lambda k, spec: fleet.create_nodes(k, [spec]), specs)
+
+
+@dataclass
+class Operator:
+    """``tessera run`` as a child process, with its CPU time and memory read from /proc."""
+
+    plane: ControlPlane
+    log: Path = field(default_factory=lambda: Path(tempfile.mkdtemp()) / "operator.log")
+    proc: subprocess.Popen[bytes] | None = None
+    profiler: subprocess.Popen[bytes] | None = None
+
+    def start(self, *extra: str) -> Operator:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tessera.cli.main", "run",
+                 f"--kubeconfig={self.plane.kubeconfig}", "--metrics-port=0", *extra],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        profile = os.environ.get("TESSERA_BENCH_PYSPY")  # a folder: record the operator there
+        if profile:
+            self.profiler = subprocess.Popen(
+                ["py-spy", "record", "--format", "raw", "--idle", "--threads", "-r", "100",
+                 "-p", str(self.pid), "-o", str(Path(profile) / f"operator-{self.pid}.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        return self
+
+    def stop(self) -> None:
+        if self.profiler is not None:
+            self.profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            self.profiler.wait(timeout=60)
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+    def memory_mib(self) -> tuple[float, float]:
+        """(resident now, resident peak) in MiB."""
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{self.pid}/status").read_text().splitlines()
+        )
+        kib = [int(status[k].split()[0]) for k in ("VmRSS", "VmHWM")]
+        return kib[0] / 1024, kib[1] / 1024
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class WriteMeter:
+    """Counts writes as the API server reports them: one watch event per created, changed
+    or deleted object, per resource and per object name."""
+
+    def __init__(self, kube: Kube, paths: Iterable[str]) -> None:
+        self.kube = kube
+        self.by_object: Counter[tuple[str, str]] = Counter()
+        self.seen: list[tuple[float, str, dict[str, Any]]] = []
+        self.stopped = threading.Event()
+        self.on_event: Callable[[str, dict[str, Any]], None] = lambda path, obj: None
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._watch, args=(p,), daemon=True) for p in paths
+        ]
+        self._ready = threading.Barrier(len(self._threads) + 1)
+
+    def __enter__(self) -> WriteMeter:
+        for thread in self._threads:
+            thread.start()
+        self._ready.wait(60)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopped.set()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.by_object.clear()
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_object.values())
+
+    def per_resource(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for (path, _), count in self.by_object.items():
+            out[path] += count
+        return dict(out)
+
+    def _watch(self, path: str) -> None:
+        _, version = self.kube.list_with_version(path)
+        self._ready.wait(60)
+        while not self.stopped.is_set():
+            try:
+                for kind, obj in self.kube.watch(
+                    path, resource_version=version, timeout_seconds=30
+                ):
+                    if kind == "ERROR":  # expired: start again from a fresh list
+                        _, version = self.kube.list_with_version(path)
+                        break
+                    if kind == "BOOKMARK":
+                        version = obj["metadata"]["resourceVersion"]
+                        continue
+                    version = obj["metadata"]["resourceVersion"]
+                    with self._lock:
+                        self.by_object[(path, obj["metadata"]["name"])] += 1
+                    self.on_event(path, obj)
+            except ApiError:
+                if self.stopped.is_set():
+                    return  # the control plane is going away
+                with contextlib.suppress(ApiError):
+                    _, version = self.kube.list_with_version(path)
+
+
+def wait_until(probe: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll ``probe``; return the seconds it took, or fail naming ``what``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if probe():
+            return time.monotonic() - start
+        time.sleep(0.05)
+    raise TimeoutError(f"{what} not reached in {timeout:.0f} s")
+
+
+def node_path(name: str) -> str:
+    return path_of("v1", "nodes", name)
+
+
+@dataclass(frozen=True)
+class Row:
+    measure: str
+    value: str
+    reference: str
+    ratio: str
+    target: str
+    met: bool | None
+
+
+def table(rows: list[Row]) -> str:
+    head = ("measure", "value", "ideal / floor", "ratio", "target", "")
+    cells = [head] + [
+        (r.measure, r.value, r.reference, r.ratio, r.target,
+         "" if r.met is None else ("met" if r.met else "MISSED"))
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(head))).rstrip() for c in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
