@@ -9,7 +9,7 @@ and GPU Feature Discovery (labels). This agent plays all three for every
 simulated GPU node, so Tessera is tested against the protocol, not against
 itself. Fault injection by node annotation: ``sim.tessera.io/mig-fail``
 makes the MIG manager report failed (``true``: every time, ``once``: the next
-apply only), ``sim.tessera.io/mig-stuck`` leaves it
+apply only, ``except:<config>``: for every config but that one), ``sim.tessera.io/mig-stuck`` leaves it
 pending forever.
 """
 
@@ -158,7 +158,9 @@ class GpuNodeAgents:
             injected = node["metadata"].get("annotations", {}).get(FAIL)
             if injected == "once":
                 self._label(name, {}, {FAIL: None})
-            if injected in ("true", "once"):
+            if injected in ("true", "once") or (
+                injected and injected.startswith("except:") and injected != f"except:{wanted}"
+            ):
                 raise MigError("injected failure")
             self._mig_entries(wanted)  # a missing config fails like mig-parted does
             self._label(name, {c.MIG_CONFIG_STATE_LABEL: "success"}, {APPLIED_MIG: wanted})

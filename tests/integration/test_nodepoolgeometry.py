@@ -241,7 +241,8 @@ def test_agent_failure(
     )
     eventually(lambda: _ready(kube, pool), 60, "first layout applied")
     good = kube.get(path_of("v1", "nodes", node_name))["metadata"]["labels"][c.MIG_CONFIG_LABEL]
-    fail = {gpunode.FAIL: "true" if on_failure == "Hold" else "once"}
+    # Hold: every apply fails. Rollback: every layout but the last good one fails.
+    fail = {gpunode.FAIL: "true" if on_failure == "Hold" else f"except:{good}"}
     kube.patch(path_of("v1", "nodes", node_name), {"metadata": {"annotations": fail}})
     kube.patch(f"{NPG}/{pool}", {"spec": LAYOUT_B})
 
