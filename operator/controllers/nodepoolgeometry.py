@@ -22,13 +22,13 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, pools, rollout
-from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.conditions import conditions_for
 from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
 
 from . import rollout_driver as driver
-from .runtime import Context, Result, custom_path, ref_of, write_status
+from .runtime import Context, Result, custom_path, ref_of, spec_error, stall, write_status
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
@@ -48,7 +48,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         try:
             spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
         except ValidationError as err:
-            return _stalled(ctx, obj, "InvalidSpec", _first_error(err))
+            return stall(ctx, PLURAL, obj, "InvalidSpec", spec_error(err))
         seen = cluster.observe_pool(name, spec, ctx.kube.list("/api/v1/nodes"), _sharing(ctx))
         desired, involved = seen.desired, list(seen.involved)
         _ensure_configs(ctx, name, spec, seen)
@@ -194,20 +194,6 @@ def _status(
         )
 
 
-def _stalled(ctx: Context, obj: Obj, reason: str, message: str) -> Result:
-    meta = obj["metadata"]
-    previous = (obj.get("status") or {}).get("conditions") or []
-    verdict = Verdict("stalled", reason, message)
-    status = {
-        **(obj.get("status") or {}),
-        "observedGeneration": meta.get("generation", 0),
-        "conditions": conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock()),
-    }
-    write_status(ctx, PLURAL, obj, status)
-    ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
-    return Result()
-
-
 def _export(name: str, plan: rollout.Plan) -> None:
     counts = plan.counts
     for phase, value in (
@@ -218,8 +204,3 @@ def _export(name: str, plan: rollout.Plan) -> None:
         ("Failed", counts.failed),
     ):
         metrics.NODES_BY_PHASE.labels(KIND, name, phase).set(value)
-
-
-def _first_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    return "spec." + ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"

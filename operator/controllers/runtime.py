@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
+from tessera.domain.conditions import Verdict, conditions_for
 from tessera.observability.events import EventRecorder, Ref
 
 
@@ -78,3 +81,25 @@ def write_status(ctx: Context, plural: str, obj: dict[str, Any], status: dict[st
         kind="json",
     )
     return True
+
+
+def spec_error(err: ValidationError) -> str:
+    """The first validation error, as ``spec.<field>: <why>``."""
+    first = err.errors()[0]
+    return "spec." + ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"
+
+
+def stall(ctx: Context, plural: str, obj: dict[str, Any], reason: str, message: str) -> Result:
+    """Report Stalled (keeping the rest of the status) with a Warning event; nothing else moves."""
+    meta = obj["metadata"]
+    generation = meta.get("generation", 0)
+    previous = (obj.get("status") or {}).get("conditions") or []
+    verdict = Verdict("stalled", reason, message)
+    status = {
+        **(obj.get("status") or {}),
+        "observedGeneration": generation,
+        "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
+    }
+    write_status(ctx, plural, obj, status)
+    ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
+    return Result()

@@ -24,7 +24,7 @@ from tessera.domain.quota.quantities import QuantityError
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
-from .runtime import Context, Result, custom_path, ref_of, write_status
+from .runtime import Context, Result, custom_path, ref_of, spec_error, stall, write_status
 
 PLURAL = "tenantquotas"
 KIND = "TenantQuota"
@@ -40,7 +40,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         try:
             spec = TenantQuotaSpec.model_validate(obj.get("spec") or {})
         except ValidationError as err:
-            return _stalled(ctx, obj, "InvalidSpec", _first_error(err))
+            return _stalled(ctx, obj, "InvalidSpec", spec_error(err))
         tenants = _tenants(ctx)
         namespaces = ctx.kube.list("/api/v1/namespaces")
         member_map = {
@@ -200,19 +200,8 @@ def _status(
 
 
 def _stalled(ctx: Context, obj: Obj, reason: str, message: str) -> Result:
-    meta = obj["metadata"]
-    previous = (obj.get("status") or {}).get("conditions") or []
-    verdict = Verdict("stalled", reason, message)
-    conditions = conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock())
-    status = {
-        **(obj.get("status") or {}),
-        "observedGeneration": meta.get("generation", 0),
-        "conditions": conditions,
-    }
-    write_status(ctx, PLURAL, obj, status)
-    ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
     metrics.RECONCILES.labels(KIND, "stalled").inc()
-    return Result()
+    return stall(ctx, PLURAL, obj, reason, message)
 
 
 def _export(name: str, spec: TenantQuotaSpec, seen: list[objects.SeenQuota]) -> None:
@@ -222,9 +211,3 @@ def _export(name: str, spec: TenantQuotaSpec, seen: list[objects.SeenQuota]) -> 
         metrics.QUOTA.labels(name, resource, "hard").set(sum(q.hard.get(resource, 0) for q in mine))
         if spec.total and resource in spec.total:
             metrics.QUOTA.labels(name, resource, "total").set(int(spec.total[resource]))
-
-
-def _first_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = "spec." + ".".join(str(p) for p in first["loc"])
-    return f"{where}: {first['msg']}"
