@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from tessera.adapters.kube import ApiError, Kube, path_of
@@ -64,3 +65,20 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
         if cond.get("type") == type_:
             return dict(cond)
     return None
+
+
+@contextlib.contextmanager
+def gpu_agents(kube: Kube) -> Iterator[None]:
+    """The simulated GPU node agents and kubelet, for the duration of a fixture."""
+    from tessera.devcluster import gpunode, kubelet
+
+    namespace(kube, "gpu-operator")
+    sims = [
+        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
+        kubelet.Kubelet(kube).start(),
+    ]
+    try:
+        yield
+    finally:
+        for sim in sims:
+            sim.stop()

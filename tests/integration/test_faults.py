@@ -40,7 +40,7 @@ from tessera.devcluster import fleet, gpunode, kubelet
 from tessera.devcluster.controlplane import ControlPlane
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_pod, namespace
+from .helpers import condition, custom, eventually, gpu_agents, gpu_pod, namespace
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
@@ -51,7 +51,6 @@ SPARE = "faults-spare"  # where evicted pods come back: outside every pool
 
 @pytest.fixture(scope="module")
 def agents(kube: Kube) -> Iterator[None]:
-    namespace(kube, "gpu-operator")
     spare = fleet.node_manifest(fleet.NodeSpec(SPARE, "H100-80GB"))
     spare["metadata"]["labels"] = {"kubernetes.io/hostname": SPARE}  # no GPU labels: no agent
     try:
@@ -59,13 +58,8 @@ def agents(kube: Kube) -> Iterator[None]:
     except ApiError as err:
         if not err.conflict:
             raise
-    sims = [
-        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
-        kubelet.Kubelet(kube).start(),
-    ]
-    yield
-    for sim in sims:
-        sim.stop()
+    with gpu_agents(kube):
+        yield
 
 
 # -- observing ------------------------------------------------------------------------------------

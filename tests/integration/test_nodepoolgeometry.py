@@ -11,10 +11,10 @@ import pytest
 
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, gpunode, kubelet
+from tessera.devcluster import fleet, gpunode
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_pod, namespace
+from .helpers import condition, custom, eventually, gpu_agents, gpu_pod, namespace
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
@@ -24,14 +24,8 @@ LAYOUT_A100 = {"mig": {"layouts": [{"profiles": {"1g.5gb": 7}}]}}
 
 @pytest.fixture(scope="module")
 def agents(kube: Kube) -> Iterator[None]:
-    namespace(kube, "gpu-operator")
-    sims = [
-        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
-        kubelet.Kubelet(kube).start(),
-    ]
-    yield
-    for sim in sims:
-        sim.stop()
+    with gpu_agents(kube):
+        yield
 
 
 def _pool_spec(pool: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:

@@ -15,10 +15,10 @@ import yaml
 
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, gpunode, kubelet
+from tessera.devcluster import fleet
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, namespace
+from .helpers import condition, custom, eventually, gpu_agents, namespace
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
@@ -29,14 +29,8 @@ LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 
 @pytest.fixture(scope="module")
 def agents(kube: Kube) -> Iterator[None]:
-    namespace(kube, "gpu-operator")
-    sims = [
-        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
-        kubelet.Kubelet(kube).start(),
-    ]
-    yield
-    for sim in sims:
-        sim.stop()
+    with gpu_agents(kube):
+        yield
 
 
 def _npg(name: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
