@@ -1,9 +1,10 @@
-"""List-then-watch in a background thread, for node agents and their simulations.
+"""List-then-watch in a background thread: for node agents, their simulations, and caches.
 
 A simulated kubelet or MIG manager reacts to objects the way the real agent
 does: it sees every object once at start (``SYNC``) and then every change.
 When the watch expires it re-lists, so no event is lost across a restart of
-the API server.
+the API server. Lists are paginated, so a cluster of 20,000 pods is never one
+response held in memory at once.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ class Informer(threading.Thread):
         *,
         name: str,
         field_selector: str | None = None,
+        on_synced: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.kube = kube
         self.path = path
         self.field_selector = field_selector
         self.handler = handler
+        self.on_synced = on_synced
         self.stopped = threading.Event()
         self.synced = threading.Event()
 
@@ -43,11 +46,12 @@ class Informer(threading.Thread):
     def run(self) -> None:
         while not self.stopped.is_set():
             try:
-                items, version = self.kube.list_with_version(
-                    self.path, field_selector=self.field_selector
-                )
-                for item in items:
-                    self._handle("SYNC", item)
+                version = ""
+                for page in self.kube.pages(self.path, field_selector=self.field_selector):
+                    version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
+                    for item in page.get("items", []):
+                        self._handle("SYNC", item)
+                self.on_synced()  # every listed object was handed over: the list is complete
                 self.synced.set()
                 self._watch(version)
             except ApiError as err:

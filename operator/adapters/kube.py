@@ -134,6 +134,20 @@ class Kube:
         field_selector: str | None = None,
         page_size: int = 500,
     ) -> Iterator[Obj]:
+        for page in self.pages(
+            path, label_selector=label_selector, field_selector=field_selector, page_size=page_size
+        ):
+            yield from page.get("items", [])
+
+    def pages(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> Iterator[Obj]:
+        """A list, one page at a time; the first page's resourceVersion is the whole list's."""
         query: dict[str, str | int] = {"limit": page_size}
         if label_selector:
             query["labelSelector"] = label_selector
@@ -141,7 +155,7 @@ class Kube:
             query["fieldSelector"] = field_selector
         while True:
             page = self._call("GET", path, query=query)
-            yield from page.get("items", [])
+            yield page
             token = page.get("metadata", {}).get("continue")
             if not token:
                 return

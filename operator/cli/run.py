@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from tessera.api import constants as c
 
 if TYPE_CHECKING:  # imported lazily below: `tessera --version` must not load the client
+    import kopf
+
     from tessera.controllers.runtime import Settings
 
 
@@ -95,11 +97,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import kopf
     from prometheus_client import start_http_server
 
     from tessera.adapters.kube import Kube
-    from tessera.controllers.runtime import Context
+    from tessera.controllers.runtime import Context, pod_index
     from tessera.handlers.wiring import build_registry
     from tessera.observability import logs, tracing
 
@@ -108,10 +109,21 @@ def _run(args: argparse.Namespace) -> int:
     if args.metrics_port:
         start_http_server(args.metrics_port, addr="0.0.0.0")
     kube = Kube.from_kubeconfig(args.kubeconfig)
-    ctx = Context(kube, settings_from(args))
+    pods = pod_index(kube).start()
+    ctx = Context(kube, settings_from(args), pod_index=pods)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
     registry = build_registry(ctx)
+    try:
+        _operate(args, registry)
+    finally:
+        pods.stop()
+    return 0
+
+
+def _operate(args: argparse.Namespace, registry: kopf.OperatorRegistry) -> None:
+    import kopf
+
     asyncio.run(
         kopf.operator(
             registry=registry,
@@ -124,4 +136,3 @@ def _run(args: argparse.Namespace) -> int:
             else None,
         )
     )
-    return 0

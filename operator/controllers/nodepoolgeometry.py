@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -49,16 +51,21 @@ def reconcile(ctx: Context, name: str) -> Result:
             spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
         except ValidationError as err:
             return stall(ctx, PLURAL, obj, "InvalidSpec", spec_error(err))
-        seen = cluster.observe_pool(name, spec, ctx.kube.list("/api/v1/nodes"), _sharing(ctx))
+        where = _agent_configmap(ctx, spec)
+        with ThreadPoolExecutor(3) as pool:  # three independent reads: wait for the slowest only
+            nodes = pool.submit(ctx.kube.list, "/api/v1/nodes")
+            sharing = pool.submit(_sharing, ctx)
+            configs = pool.submit(ctx.kube.get_or_none, where.path)
+            seen = cluster.observe_pool(name, spec, nodes.result(), sharing.result())
         desired, involved = seen.desired, list(seen.involved)
-        _ensure_configs(ctx, name, spec, seen)
-        pods = driver.pods_on(ctx, driver.needs_pods(involved, desired))
+        _ensure_configs(ctx, where, name, spec, seen, configs.result())
+        pods = driver.pods_for(ctx, involved, desired)
         pdbs = driver.pdbs(ctx) if pods else []
         approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
         plan = rollout.plan(
             seen.owner, spec.rollout, desired, involved, pods, pdbs, ctx.clock(), approved
         )
-        driver.apply(ctx, ref_of(obj), plan.actions, dict(seen.views))
+        driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
         _status(ctx, obj, plan, seen.targets)
         _export(name, plan)
         metrics.RECONCILES.labels(KIND, plan.verdict.state).inc()
@@ -77,7 +84,7 @@ def finalize(ctx: Context, name: str) -> bool:
     mine = [v for v in views if cluster.touched_by(v, owner)]
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
-    driver.apply(ctx, ref, result.actions, {v.name: v for v in mine})
+    driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
     return result.done
 
 
@@ -94,39 +101,63 @@ def _sharing(ctx: Context) -> Mapping[str, Any]:
 # -- apply ---------------------------------------------------------------------------------------
 
 
-def _ensure_configs(
-    ctx: Context, pool: str, spec: NodePoolGeometrySpec, seen: cluster.PoolObservation
-) -> None:
-    """Write the pool's configs into the agent ConfigMap before any label can name them."""
-    wanted, keep = cluster.pool_configs(spec, seen)
+@dataclass(frozen=True)
+class _AgentConfigMap:
+    """The ConfigMap the pool's node agent reads its layouts from, and where in it."""
+
+    namespace: str
+    name: str
+    key: str
+    section: str
+
+    @property
+    def path(self) -> str:
+        return path_of("v1", "configmaps", self.name, self.namespace)
+
+
+def _agent_configmap(ctx: Context, spec: NodePoolGeometrySpec) -> _AgentConfigMap:
     if pools.is_ascend(spec):
-        (ns, name), section = ctx.settings.vnpu_configmap, "vnpu-configs"
-        key = c.VNPU_CONFIGMAP_KEY
-    else:
-        (ns, name), section = ctx.settings.mig_configmap, "mig-configs"
-        key = c.MIG_PARTED_CONFIGMAP_KEY
-    path = path_of("v1", "configmaps", name, ns)
-    for _ in range(_CONFIGMAP_ATTEMPTS):  # pools share the ConfigMap: re-read when one raced us
-        if _write_configs(ctx, path, (ns, name), key, section, pool, wanted, keep):
+        ns, name = ctx.settings.vnpu_configmap
+        return _AgentConfigMap(ns, name, c.VNPU_CONFIGMAP_KEY, "vnpu-configs")
+    ns, name = ctx.settings.mig_configmap
+    return _AgentConfigMap(ns, name, c.MIG_PARTED_CONFIGMAP_KEY, "mig-configs")
+
+
+def _ensure_configs(
+    ctx: Context,
+    where: _AgentConfigMap,
+    pool: str,
+    spec: NodePoolGeometrySpec,
+    seen: cluster.PoolObservation,
+    current: Obj | None,
+) -> None:
+    """Write the pool's configs into the agent ConfigMap before any label can name them.
+
+    ``current`` is the ConfigMap as this pass read it; pools share the
+    ConfigMap, so a write that loses a race re-reads it and tries again.
+    """
+    wanted, keep = cluster.pool_configs(spec, seen)
+    for _ in range(_CONFIGMAP_ATTEMPTS):
+        if _write_configs(ctx, where, current, pool, wanted, keep):
             return
-    raise ApiError(409, "Conflict", f"{ns}/{name} kept changing while pool {pool} wrote it")
+        current = ctx.kube.get_or_none(where.path)
+    raise ApiError(
+        409, "Conflict", f"{where.namespace}/{where.name} kept changing while pool {pool} wrote it"
+    )
 
 
 def _write_configs(
     ctx: Context,
-    path: str,
-    where: tuple[str, str],
-    key: str,
-    section: str,
+    where: _AgentConfigMap,
+    current: Obj | None,
     pool: str,
     wanted: Mapping[str, list[dict[str, Any]]],
     keep: set[str],
 ) -> bool:
     """One optimistic attempt; False when another writer got there first."""
-    ns, name = where
-    current = ctx.kube.get_or_none(path)
+    ns, name, key = where.namespace, where.name, where.key
     text = pools.configs_document(
-        ((current or {}).get("data") or {}).get(key, ""), pool, section, wanted, keep
+        ((current or {}).get("data") or {}).get(key, ""), pool, where.section, wanted, keep
     )
     if text is None:
         return True
@@ -144,7 +175,9 @@ def _write_configs(
             ctx.kube.create(path_of("v1", "configmaps", namespace=ns), body)
         else:
             version = current["metadata"]["resourceVersion"]
-            ctx.kube.patch(path, {"metadata": {"resourceVersion": version}, "data": {key: text}})
+            ctx.kube.patch(
+                where.path, {"metadata": {"resourceVersion": version}, "data": {key: text}}
+            )
     except ApiError as err:
         if err.conflict:
             return False

@@ -14,9 +14,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tessera.adapters.index import Index
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
+from tessera.domain import cluster
 from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.rollout import PodView
 from tessera.observability.events import EventRecorder, Ref
 
 
@@ -50,6 +53,8 @@ class Context:
     kube: Kube
     settings: Settings = field(default_factory=Settings)
     clock: Callable[[], datetime] = utcnow
+    pod_index: Index[PodView] | None = None
+    """Pods by node, watch-fed; None where nothing keeps one (then pods are listed)."""
     events: EventRecorder = field(init=False)
 
     def __post_init__(self) -> None:
@@ -103,3 +108,13 @@ def stall(ctx: Context, plural: str, obj: dict[str, Any], reason: str, message: 
     write_status(ctx, plural, obj, status)
     ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
     return Result()
+
+
+def pod_index(kube: Kube) -> Index[PodView]:
+    """Every bound pod, as the rollout engine sees it, grouped by node."""
+
+    def project(pod: dict[str, Any]) -> tuple[str, PodView] | None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        return (node, cluster.pod_view(pod)) if node else None
+
+    return Index(kube, "/api/v1/pods", project, name="pod-index", field_selector="spec.nodeName!=")

@@ -53,7 +53,7 @@ def run(
         else {}
     )
     seen = [all_views[n] for n in sorted(wanted | mine)]
-    pods = rollout_driver.pods_on(ctx, rollout_driver.needs_pods(seen, desired))
+    pods = rollout_driver.pods_for(ctx, seen, desired)
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     decided = rollout.plan(
         owner,
@@ -65,7 +65,7 @@ def run(
         ctx.clock(),
         approved,
     )
-    rollout_driver.apply(ctx, ref_of(obj), decided.actions, all_views)
+    rollout_driver.apply(ctx, ref_of(obj), decided.stages, all_views)
     return decided
 
 
@@ -86,4 +86,4 @@ def release_all(ctx: Context, obj: Obj, nodes: Mapping[str, Obj]) -> bool:
         s = view.state
         if s is not None and s.owner == owner:
             actions.extend(release(view, s, ctx.clock(), why).emit(s))
-    return rollout_driver.apply(ctx, ref_of(obj), actions, all_views) == len(actions)
+    return rollout_driver.apply(ctx, ref_of(obj), [actions], all_views)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -44,7 +43,6 @@ def reconcile(ctx: Context, name: str) -> Result:
     obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         return Result()
-    started = time.monotonic()
     with _LOCK, span("reconcile", kind=KIND, name=name):
         try:
             spec = sharing_observe.spec_of(obj)
@@ -71,7 +69,6 @@ def reconcile(ctx: Context, name: str) -> Result:
         )
         _export(name, summary, plan)
         metrics.RECONCILES.labels(KIND, verdict.state).inc()
-    metrics.RECONCILE_SECONDS.labels(KIND).observe(time.monotonic() - started)
     busy = rolled is not None and rolled.requeue_after is not None
     return Result(ROLLING_REQUEUE if busy else None)
 

@@ -15,6 +15,7 @@ pending forever.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.domain.geometry import catalog, placement
 
+log = logging.getLogger(__name__)
 APPLIED_MIG = "sim.tessera.io/mig-applied"
 APPLIED_PLUGIN = "sim.tessera.io/device-plugin-applied"
 PLUGIN_ERROR = "sim.tessera.io/device-plugin-error"
@@ -171,6 +173,10 @@ class GpuNodeAgents:
                 {c.MIG_CONFIG_STATE_LABEL: "failed"},
                 {APPLIED_MIG: wanted, "sim.tessera.io/mig-error": str(err)},
             )
+        except ApiError as err:
+            # The API server is away (a fault test restarts it). The node still says
+            # pending, so the re-list after it returns hands the node back to us.
+            log.info("sim MIG manager: %s: %s; retrying on the next event", name, err)
         finally:
             with self._lock:
                 self._busy.discard((name, wanted))

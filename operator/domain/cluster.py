@@ -22,6 +22,8 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import pools, rollout, selectors
+from tessera.domain.rollout.machine import reads_pods
+from tessera.domain.rollout.targets import at_target
 from tessera.domain.sharing import hami, parsing
 from tessera.domain.sharing import nodes as node_facts
 
@@ -106,19 +108,36 @@ def pdb_view(pdb: Raw) -> rollout.PdbView:
     )
 
 
+@dataclass(frozen=True)
+class PodReads:
+    """Whose pods a rollout pass reads, by how fresh they must be."""
+
+    fresh: tuple[str, ...]
+    """In flight, and the step drains or recounts: list them now, after the cordon was seen."""
+    ranked: tuple[str, ...]
+    """Waiting for a slot: their pods only rank and pre-check them, a cache will do."""
+
+
+def pod_reads(
+    nodes: Sequence[rollout.NodeView], desired: Mapping[str, rollout.DesiredNode]
+) -> PodReads:
+    fresh, ranked = [], []
+    for node in nodes:
+        want, state = desired.get(node.name), node.state
+        if state is not None and state.phase != rollout.Phase.UPDATED:
+            if reads_pods(node, state, want):
+                fresh.append(node.name)
+        elif want is not None and not want.invalid and not at_target(node, want):
+            ranked.append(node.name)
+    return PodReads(tuple(fresh), tuple(ranked))
+
+
 def needs_pods(
     nodes: Sequence[rollout.NodeView], desired: Mapping[str, rollout.DesiredNode]
 ) -> list[str]:
-    """Nodes whose pods the plan may look at: in flight, or not yet at their target."""
-    out = []
-    for node in nodes:
-        want = desired.get(node.name)
-        state = node.state
-        if (state is not None and state.phase != rollout.Phase.UPDATED) or (
-            want is not None and (state is None or state.target.id != want.target)
-        ):
-            out.append(node.name)
-    return out
+    """Every node whose pods the plan may look at."""
+    reads = pod_reads(nodes, desired)
+    return sorted(reads.fresh + reads.ranked)
 
 
 def sharing_facts(node: Raw) -> node_facts.NodeFacts:
@@ -168,6 +187,21 @@ def pool_view(node: Raw, sharing: Mapping[str, Any]) -> rollout.NodeView:
 
 def touched_by(view: rollout.NodeView, owner: str) -> bool:
     return view.held_by(owner)
+
+
+def pools_reading(node: Raw, pools: Mapping[str, LabelSelector | None]) -> set[str]:
+    """The NodePoolGeometries (name → nodeSelector) whose pass reads ``node``.
+
+    A pool reads the nodes its selector matches and the nodes it holds (its
+    rollout state or its pending taint), so only those pools need waking when
+    the node changes; with several pools, the others would pass for nothing.
+    """
+    view = node_view(node)
+    return {
+        name
+        for name, selector in pools.items()
+        if selectors.matches(selector, view.labels) or view.held_by(geometry_owner(name))
+    }
 
 
 def observe_pool(

@@ -11,7 +11,7 @@ end, since Tessera did not cordon it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 from . import actions as act
 from . import gates, selection, targets
@@ -57,12 +57,17 @@ def admit(
     nodes: Sequence[NodeView],
     candidates: Sequence[tuple[NodeView, DesiredNode]],
     approved: str | None,
+    *,
+    freed: Set[str] = frozenset(),
 ) -> tuple[tuple[str, str] | None, list[Outcome]]:
-    """One Outcome per candidate: Cordoned for those admitted, Pending (with why) for the rest."""
+    """One Outcome per candidate: Cordoned for those admitted, Pending (with why) for the rest.
+
+    ``freed``: nodes this pass releases before any admission runs; their slots are free.
+    """
     if not candidates:
         return None, []
     closed = gate(ctx, desired, approved)
-    taken = disrupted(nodes, desired)
+    taken = disrupted(nodes, desired) - set(freed)
     limit = gates.budget(ctx.policy.max_unavailable, len(desired))
     free = limit - len(taken)
     pods = {

@@ -46,6 +46,21 @@ class Context:
         return gates.duration(self.policy.verify_timeout)
 
 
+READS_PODS = (Phase.PENDING, Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED, Phase.APPLYING)
+
+
+def reads_pods(node: NodeView, s: NodeState, d: DesiredNode | None) -> bool:
+    """Whether stepping this node may read its pods: drains and the recount before a change.
+
+    A node verifying, failed or being released does not, unless its layout is
+    still to be requested (a pass stopped between the state and the labels) or
+    the spec moved on under it (``retarget``): both recount first.
+    """
+    retargets = d is not None and not d.invalid and d.target != s.goal
+    unrequested = s.phase == Phase.VERIFYING and bool(targets.labels_to_write(s.target, node))
+    return s.phase in READS_PODS or retargets or unrequested
+
+
 def untouched(s: NodeState) -> bool:
     """The device has not been asked to change yet, so backing out is always safe."""
     return s.phase in UNTOUCHED or (s.phase == Phase.APPLYING and s.rollback_of is None)
@@ -125,8 +140,9 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     if dp.actions:  # persist bookkeeping only with new attempts: no write just to prune
         s = replace(s, evictions=dp.evictions)
     if dp.done:
-        nxt = replace(s.to(Phase.APPLYING, ctx.now), evictions={})
-        return Outcome(node.name, Phase.APPLYING, f"{node.name} drained", nxt)
+        # The node was seen cordoned before its pods were listed, so this list is
+        # already the recount ``applying`` asks for: change the layout in this pass.
+        return applying(ctx, node, replace(s.to(Phase.APPLYING, ctx.now), evictions={}))
     blocked = bool(dp.hard) or (timed_out and (s.phase == Phase.BLOCKED or not dp.actions))
     left = len(dp.remaining)
     if blocked:
@@ -176,6 +192,12 @@ def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
 def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     patch = targets.labels_to_write(s.target, node)
     if patch:
+        if selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain):
+            # The labels were never written (the pass that decided them stopped
+            # short) and pods are back: no layout is requested under a pod.
+            why = "pods appeared before the layout was requested"
+            again = replace(s.to(Phase.DRAINING, ctx.now, why), drain_started=ctx.now)
+            return draining(ctx, node, again)
         why = f"request layout {s.target.id} on {node.name} again: its labels differ"
         return Outcome(
             node.name, Phase.VERIFYING, why, s, [act.SetNodeLabels(node.name, patch, why)]

@@ -35,6 +35,8 @@ class Outcome:
     pods_left: int = 0
     blocking_pdbs: set[str] = field(default_factory=set)
     waiting: bool = False
+    frees_slot: bool = False
+    """The node leaves the disruption budget once these writes land (a release)."""
 
     def emit(self, before: NodeState | None) -> list[act.Action]:
         out: list[act.Action] = []

@@ -5,8 +5,16 @@ and the current time, applies the returned actions in order, and calls again.
 In-flight nodes are stepped first; new nodes are admitted only through the
 gates (paused, window, approval) and only while the disruption budget, which
 counts every node that is cordoned (by anyone), NotReady or mid-change, has a
-free slot. Budget arithmetic uses the observation, not this pass's intentions,
-so a slot freed by an uncordon is reused only once the uncordon is seen.
+free slot.
+
+The actions come in two stages. The first steps the nodes in flight; the
+second admits new nodes, then tidies idle ones (their pending taint, a
+settled record), the admitted first because they start a rollout. A slot that a
+first-stage release frees is handed out in the second stage of the same pass,
+which is safe because the executor starts a stage only once every write of
+the one before has landed: if an uncordon fails, nothing new is cordoned.
+Within a stage, different nodes' actions are independent of each other and
+may run concurrently; one node's actions run in order.
 """
 
 from __future__ import annotations
@@ -31,9 +39,13 @@ from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, pe
 DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
 
 
+Stage = tuple[act.Action, ...]
+
+
 @dataclass(frozen=True)
 class Plan:
-    actions: tuple[act.Action, ...]
+    stages: tuple[Stage, ...]
+    """Run in order, each only after every write of the one before has landed."""
     hash: str
     counts: NodeCounts
     problems: tuple[NodeProblem, ...]
@@ -42,6 +54,11 @@ class Plan:
     nodes: tuple[NodeReport, ...]
     requeue_after: float | None
     """Seconds until the controller should look again, ``None`` once converged."""
+
+    @property
+    def actions(self) -> Stage:
+        """Every action, in an order that is also safe to run one by one."""
+        return tuple(a for stage in self.stages for a in stage)
 
 
 def in_flight(s: NodeState) -> bool:
@@ -58,6 +75,8 @@ class _Pass:
     candidates: list[tuple[NodeView, DesiredNode]] = field(default_factory=list)
     to_evict: int = 0
     blocking: set[str] = field(default_factory=set)
+    freed: set[str] = field(default_factory=set)
+    tidy: dict[str, list[act.Action]] = field(default_factory=dict)
 
     def report(self, node: str, d: DesiredNode | None, phase: Phase, msg: str = "") -> None:
         if d is not None:
@@ -74,6 +93,8 @@ class _Pass:
         if o.problem is not None:
             self.problem(o.node, o.phase, o.problem.reason, o.problem.message, o.problem.since)
         self.blocking |= o.blocking_pdbs
+        if o.frees_slot:
+            self.freed.add(o.node)
 
 
 def plan(
@@ -99,16 +120,24 @@ def plan(
     acc = _Pass()
     for node in sorted(nodes, key=lambda n: n.name):
         visit(ctx, acc, node, desired.get(node.name))
-    gate, waiting = admission.admit(ctx, desired, nodes, acc.candidates, approved_hash)
+    stepping, acc.actions = tuple(acc.actions), []
+    gate, waiting = admission.admit(
+        ctx, desired, nodes, acc.candidates, approved_hash, freed=acc.freed
+    )
     for o in waiting:
         acc.take(o, None, desired[o.node])
         acc.to_evict += o.pods_left
+        if o.phase == Phase.CORDONED:
+            acc.tidy.pop(o.node, None)  # admission writes its own taint
+    for tidy in acc.tidy.values():
+        acc.actions.extend(tidy)
+    stages = tuple(stage for stage in (stepping, tuple(acc.actions)) if stage)
     problems = reporting.bounded(acc.problems)
     digest = targets.plan_hash(pool, desired)
     busy = any(r.phase in reporting.IN_PROGRESS or r.phase == Phase.BLOCKED for r in acc.reports)
-    requeue = DRAIN_REQUEUE_S if busy or acc.actions else GATE_REQUEUE_S if gate else None
+    requeue = DRAIN_REQUEUE_S if busy or stages else GATE_REQUEUE_S if gate else None
     return Plan(
-        actions=tuple(acc.actions),
+        stages=stages,
         hash=digest,
         counts=reporting.counts(acc.reports),
         problems=problems,
@@ -147,7 +176,7 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
             acc.to_evict += len(selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain))
         acc.take(o, s, d)
         return
-    acc.actions.extend(idle(node, s, d, ctx.owner))
+    acc.tidy[node.name] = idle(node, s, d, ctx.owner)
     if d is None:
         return
     if d.invalid:

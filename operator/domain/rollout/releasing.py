@@ -42,7 +42,8 @@ def release(
     else:
         final = act.ClearNodeState(node.name, why)
         phase = Phase.UPDATED if settle else Phase.PENDING
-    return Outcome(node.name, phase, why, first, acts, final)
+    schedulable = not node.unschedulable or not s.orig
+    return Outcome(node.name, phase, why, first, acts, final, frees_slot=schedulable and node.ready)
 
 
 def finished(s: NodeState, node: NodeView, now: datetime, verify_timeout: timedelta) -> bool:

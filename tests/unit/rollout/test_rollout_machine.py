@@ -97,8 +97,15 @@ CASES = {
         [],
         pods=[gpu_pod("a", deletion_timestamp=T0)],
     ),
-    "drained node moves to Applying": Case(
-        [node(st=DRAINING, cordoned=True, tainted=True)], ["SetNodeState:Applying"]
+    "drained node applies its layout in the same pass (the list was taken after the cordon)": Case(
+        [node(st=DRAINING, cordoned=True, tainted=True)],
+        ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"],
+        phase=Phase.VERIFYING,
+    ),
+    "cordon visible and no pods: straight to the layout change": Case(
+        [node(st=state(Phase.CORDONED), cordoned=True, tainted=True)],
+        ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"],
+        phase=Phase.VERIFYING,
     ),
     "pdb with no disruptions left: no eviction before the timeout": Case(
         [node(st=DRAINING, cordoned=True, tainted=True)],
@@ -129,8 +136,18 @@ CASES = {
         pdbs=[pdb("serving", 1, app="s")],
         now=T0 + secs(31 * 60),
     ),
-    "blocked node whose pods are gone moves on": Case(
-        [node(st=BLOCKED, cordoned=True, tainted=True)], ["SetNodeState:Applying"]
+    "verifying but the layout was never requested, pods are back: drain again": Case(
+        [node(st=VERIFYING, cordoned=True, tainted=True)],
+        ["SetNodeState:Draining", "Evict:ml/a"],
+        pods=[gpu_pod("a")],
+        phase=Phase.DRAINING,
+    ),
+    "verifying but the layout was never requested, no pods: request it": Case(
+        [node(st=VERIFYING, cordoned=True, tainted=True)], ["SetNodeLabels:gpu-1"]
+    ),
+    "blocked node whose pods are gone moves on to its layout": Case(
+        [node(st=BLOCKED, cordoned=True, tainted=True)],
+        ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"],
     ),
     "emptyDir pod without the flag blocks at once": Case(
         [node(st=DRAINING, cordoned=True, tainted=True)],
@@ -290,7 +307,7 @@ CASES = {
     ),
     "new node without any layout is tainted at once": Case(
         [node("gpu-1", config=None, agent=None), node("gpu-2", cordoned=True)],
-        ["AddTaint:gpu-1", "SetNodeState:Cordoned", "AddTaint:gpu-2"],
+        ["SetNodeState:Cordoned", "AddTaint:gpu-2", "AddTaint:gpu-1"],
         rollout=policy(maxUnavailable=1),
     ),
     "node held by another owner is left alone": Case(

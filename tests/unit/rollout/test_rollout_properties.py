@@ -9,10 +9,26 @@ budget allows. And it must be a pure function: same inputs, same plan.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
-from rollout_builders import NEW, OLD, POOL, T0, desired, gpu_pod, node, pdb, policy, secs, state
+from rollout_builders import (
+    NEW,
+    OLD,
+    POOL,
+    T0,
+    desired,
+    gpu_pod,
+    kinds,
+    node,
+    pdb,
+    policy,
+    secs,
+    state,
+)
 from rollout_world import World
 
 from tessera.domain.rollout import actions as act
@@ -203,3 +219,34 @@ def test_problems_are_bounded() -> None:
     want = {n.name: desired(invalid="too many slices") for n in nodes}
     p = plan(POOL, policy(), want, nodes, [], [], T0)
     assert len(p.problems) == 20 and p.counts.total == 40 and p.actions == ()
+
+
+def _finishing(name: str, **kw: Any) -> NodeView:
+    """A node whose new layout is live: this pass releases it."""
+    return node(name, config=NEW, st=state(Phase.VERIFYING, **kw), cordoned=True, tainted=True)
+
+
+def test_a_release_hands_its_slot_to_the_next_node_in_the_same_pass() -> None:
+    nodes = [_finishing("gpu-1"), node("gpu-2"), node("gpu-3")]
+    p = plan(POOL, policy(maxUnavailable=1), {n.name: desired() for n in nodes}, nodes, [], [], T0)
+    release, admit = p.stages
+    assert kinds(release) == [
+        "SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"
+    ]  # fmt: skip
+    assert kinds(admit) == ["SetNodeState:Cordoned", "AddTaint:gpu-2", "Cordon:gpu-2"]
+    assert "1 of 1 disruption slots free" in admit[0].reason
+
+
+@pytest.mark.parametrize(
+    "finishing",
+    [
+        _finishing("gpu-1", orig=True),  # an admin's cordon stays: the node stays unavailable
+        replace(_finishing("gpu-1"), ready=False),  # NotReady counts against the budget
+    ],
+    ids=["admin-cordoned", "not-ready"],
+)
+def test_a_release_that_leaves_the_node_unavailable_frees_no_slot(finishing: NodeView) -> None:
+    nodes = [finishing, node("gpu-2")]
+    p = plan(POOL, policy(maxUnavailable=1), {n.name: desired() for n in nodes}, nodes, [], [], T0)
+    assert len(p.stages) == 1 and {a.node for a in p.actions} == {"gpu-1"}
+    assert p.counts.pending == 1

@@ -24,7 +24,7 @@ from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, NODE
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.gates import budget
-from tessera.domain.rollout.planning import in_flight, plan
+from tessera.domain.rollout.planning import Plan, in_flight, plan
 from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode
 
 GOLDEN = Path(__file__).parent / "golden" / "simulation-50-nodes.txt"
@@ -65,6 +65,27 @@ def build(seed: int, fail_rate: float) -> tuple[World, dict[str, DesiredNode]]:
     return world, want
 
 
+def executed(p: Plan, rng: random.Random, crash_rate: float) -> list[act.Action]:
+    """What the executor writes, sometimes killed part way (as ``rollout_driver`` runs it).
+
+    Stages run one after the other. Within a stage each node's actions run in
+    order while different nodes run concurrently, so an operator killed during
+    a stage leaves any prefix of each node's actions, interleaved in any order,
+    and nothing of the stages after it.
+    """
+    if not p.stages or rng.random() >= crash_rate:
+        return list(p.actions)
+    dies_in = rng.randrange(len(p.stages))
+    out = [a for stage in p.stages[:dies_in] for a in stage]
+    chains: dict[str, list[act.Action]] = {}
+    for a in p.stages[dies_in]:
+        chains.setdefault(a.node, []).append(a)
+    started = [chain[: rng.randint(0, len(chain))] for chain in chains.values()]
+    while any(started):
+        out.append(rng.choice([chain for chain in started if chain]).pop(0))
+    return out
+
+
 def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: float) -> Run:
     world, want = build(seed, fail_rate)
     crash_rng = random.Random(seed * 7919)
@@ -79,10 +100,8 @@ def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: f
         world.events.clear()
         nodes, pods, pdbs = world.observe()
         p = plan(POOL, rollout, want, nodes, pods, pdbs, world.now)
-        stop = len(p.actions)
-        if p.actions and crash_rng.random() < crash_rate:
-            stop = crash_rng.randrange(len(p.actions))
-        for a in p.actions[:stop]:
+        ran = executed(p, crash_rng, crash_rate)
+        for a in ran:
             if isinstance(a, act.SetNodeLabels):
                 assert not world.accel_pods_on(a.node), f"device of {a.node} changed under a pod"
             assert a.node != INVALID or isinstance(a, act.AddTaint | act.RemoveTaint)
@@ -95,8 +114,10 @@ def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: f
             disrupted = world.disrupted()
             run.max_disrupted = max(run.max_disrupted, len(disrupted))
             assert len(disrupted) <= limit, f"step {step}: {sorted(disrupted)} > {limit}"
-        if stop < len(p.actions):
-            run.transcript.append(f"{step:04d} -- operator killed after {stop} of {len(p.actions)}")
+        if len(ran) < len(p.actions):
+            run.transcript.append(
+                f"{step:04d} -- operator killed after {len(ran)} of {len(p.actions)}"
+            )
         assert all(n <= 1 for n in world.accepted_evictions.values())
         assert not daemonset_pods & set(world.accepted_evictions)
         busy = any(n.state is not None and in_flight(n.state) for n in nodes)

@@ -1,0 +1,101 @@
+"""Which daemons a change wakes: only those whose pass reads what changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tessera.api import constants as c
+from tessera.controllers import nodepoolgeometry, sharingpolicy
+from tessera.domain.cluster import geometry_owner
+from tessera.domain.rollout.views import pending_taint
+from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint
+
+NPG, SP = nodepoolgeometry.PLURAL, sharingpolicy.PLURAL
+
+
+def pool(label: str) -> dict[str, Any]:
+    return {"nodeSelector": {"matchLabels": {c.POOL_LABEL: label}}, "mig": {"layouts": []}}
+
+
+def node(label: str, *, held_by: str = "", ready: str = "True", **extra: Any) -> dict[str, Any]:
+    taints = []
+    if held_by:
+        taint = pending_taint(geometry_owner(held_by))
+        taints = [{"key": taint.key, "effect": taint.effect, "value": taint.value}]
+    return {
+        "metadata": {"name": "gpu-1", "labels": {c.POOL_LABEL: label}, **extra},
+        "spec": {"taints": taints},
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def setup(*pools: str) -> tuple[Wakeups, NodeWakeups]:
+    wakeups = Wakeups()
+    nodes = NodeWakeups(wakeups)
+    for name in pools:
+        wakeups.event(NPG, name)
+        nodes.pool_changed(name, pool(name))
+    wakeups.event(SP, "time-sliced")
+    return wakeups, nodes
+
+
+def woken(wakeups: Wakeups) -> set[str]:
+    out = {name for name in wakeups.names(NPG) if wakeups.event(NPG, name).is_set()}
+    out |= {f"sp/{n}" for n in wakeups.names(SP) if wakeups.event(SP, n).is_set()}
+    for plural in (NPG, SP):
+        for name in wakeups.names(plural):
+            wakeups.event(plural, name).clear()
+    return out
+
+
+def test_a_node_wakes_the_pool_that_selects_it_and_every_sharing_policy() -> None:
+    wakeups, nodes = setup("a", "b")
+    nodes.node_changed("gpu-1", node("a"))
+    assert woken(wakeups) == {"a", "sp/time-sliced"}
+
+
+def test_a_heartbeat_wakes_nobody() -> None:
+    wakeups, nodes = setup("a", "b")
+    nodes.node_changed("gpu-1", node("a"))
+    woken(wakeups)
+    nodes.node_changed("gpu-1", node("a", resourceVersion="2"))
+    assert woken(wakeups) == set()
+
+
+def test_a_node_moving_between_pools_wakes_both() -> None:
+    wakeups, nodes = setup("a", "b", "c")
+    nodes.node_changed("gpu-1", node("a"))
+    woken(wakeups)
+    nodes.node_changed("gpu-1", node("b"))
+    assert woken(wakeups) == {"a", "b", "sp/time-sliced"}
+
+
+def test_a_node_held_by_a_pool_wakes_it_even_outside_its_selector() -> None:
+    wakeups, nodes = setup("a", "b")
+    nodes.node_changed("gpu-1", node("other", held_by="b"))
+    assert woken(wakeups) == {"b", "sp/time-sliced"}
+
+
+def test_a_pool_whose_selector_is_unknown_is_always_woken() -> None:
+    wakeups, nodes = setup("a")
+    wakeups.event(NPG, "new")  # its daemon runs; its own event has not been seen yet
+    nodes.pool_changed("broken", {"nodeSelector": "not a selector"})
+    wakeups.event(NPG, "broken")
+    nodes.node_changed("gpu-1", node("zzz"))
+    assert woken(wakeups) == {"new", "broken", "sp/time-sliced"}
+
+
+def test_a_deleted_node_wakes_the_pools_that_read_it() -> None:
+    wakeups, nodes = setup("a", "b")
+    nodes.node_changed("gpu-1", node("a"))
+    woken(wakeups)
+    nodes.node_changed("gpu-1", None)
+    assert woken(wakeups) == {"a", "sp/time-sliced"}
+
+
+def test_a_status_write_does_not_change_what_a_reconcile_reads() -> None:
+    obj: dict[str, Any] = {"metadata": {"generation": 3}, "spec": pool("a")}
+    written = {**obj, "status": {"observedGeneration": 3}}
+    approved = {**obj, "metadata": {"generation": 3, "annotations": {"x": "y"}}}
+    assert object_fingerprint(written) == object_fingerprint(obj)
+    assert object_fingerprint(approved) != object_fingerprint(obj)
