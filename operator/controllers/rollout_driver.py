@@ -23,6 +23,7 @@ from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
 
+from . import node_patch
 from .runtime import Context
 
 log = logging.getLogger("tessera.rollout")
@@ -90,32 +91,32 @@ def apply(
 ) -> bool:
     """Execute a plan's stages; True when every action landed."""
 
-    def do(action: rollout.Action) -> bool:
-        return _run(ctx, owner, action, nodes.get(action.node))
+    def chain(actions: Sequence[rollout.Action]) -> bool:
+        """One node's actions in order, a run of node patches as one write; stop at a failure."""
+        return all(
+            _run(ctx, owner, run, nodes.get(run[0].node)) for run in node_patch.runs(actions)
+        )
 
-    return run_stages(stages, do)
+    return run_stages(stages, chain)
 
 
 def run_stages(
     stages: Sequence[Sequence[rollout.Action]],
-    do: Callable[[rollout.Action], bool],
+    chain: Callable[[Sequence[rollout.Action]], bool],
     at_once: int = WRITES_AT_ONCE,
 ) -> bool:
     """Each stage only after the one before fully landed; within one, nodes concurrently.
 
-    One node's actions run in order and stop at its first failure (the next
-    pass re-plans from what really happened); other nodes carry on. A pass
-    that releases ten nodes and admits ten more costs the time of the slowest
-    node's writes, not of all forty one after another.
+    ``chain`` runs one node's actions of a stage, in order, and says whether
+    all landed; it stops at the first failure (the next pass re-plans from
+    what really happened) while other nodes carry on. A pass that releases ten
+    nodes and admits ten more costs the time of the slowest node's writes, not
+    of all of them one after another.
     """
     for stage in stages:
         chains: dict[str, list[rollout.Action]] = {}
         for action in stage:
             chains.setdefault(action.node, []).append(action)
-
-        def chain(actions: list[rollout.Action]) -> bool:
-            return all(do(action) for action in actions)  # all() stops at the first False
-
         if len(chains) <= 1:
             landed = [chain(actions) for actions in chains.values()]
         else:
@@ -131,19 +132,27 @@ def run_stages(
     return True
 
 
-def _run(ctx: Context, owner: Ref, action: rollout.Action, node: rollout.NodeView | None) -> bool:
-    text = rollout.describe(action)
-    with span(type(action).__name__, node=action.node, reason=action.reason):
+def _run(
+    ctx: Context, owner: Ref, run: Sequence[rollout.Action], node: rollout.NodeView | None
+) -> bool:
+    """One write (a run of node patches, an eviction, a delete), then its logs and Events."""
+    first = run[0]
+    names = ",".join(type(a).__name__ for a in run)
+    with span(names, node=first.node, reason="; ".join(a.reason for a in run)):
         try:
-            _execute(ctx, action, node)
+            _execute(ctx, run)
         except ApiError as err:
-            log.warning("%s/%s: %s failed: %s", owner.kind, owner.name, text, err)
+            texts = "; ".join(rollout.describe(a) for a in run)
+            log.warning("%s/%s: %s failed: %s", owner.kind, owner.name, texts, err)
             return False
-    log.info("%s/%s: %s", owner.kind, owner.name, text)
-    _observe(ctx, owner, action, node)
-    if not isinstance(action, rollout.SetNodeState | rollout.ClearNodeState):
-        ctx.events.post(owner, type(action).__name__, text, ctx.clock())
-        ctx.events.post(Ref("v1", "Node", action.node), type(action).__name__, text, ctx.clock())
+    for action in run:
+        text = rollout.describe(action)
+        log.info("%s/%s: %s", owner.kind, owner.name, text)
+        _observe(ctx, owner, action, node)
+        if not isinstance(action, rollout.SetNodeState | rollout.ClearNodeState):
+            kind = type(action).__name__
+            ctx.events.post(owner, kind, text, ctx.clock())
+            ctx.events.post(Ref("v1", "Node", action.node), kind, text, ctx.clock())
     return True
 
 
@@ -168,28 +177,34 @@ def _observe(
         metrics.ROLLBACKS.labels(owner.name).inc()
 
 
-def _execute(ctx: Context, action: rollout.Action, node: rollout.NodeView | None) -> None:
-    node_path = path_of("v1", "nodes", action.node)
-    match action:
-        case rollout.SetNodeState() | rollout.ClearNodeState():
-            ctx.kube.patch(node_path, {"metadata": {"annotations": action.annotations}})
-        case rollout.Cordon():
-            ctx.kube.patch(node_path, {"spec": {"unschedulable": True}})
-        case rollout.Uncordon():
-            ctx.kube.patch(node_path, {"spec": {"unschedulable": None}})
-        case rollout.SetNodeLabels():
-            ctx.kube.patch(node_path, {"metadata": {"labels": dict(action.labels)}})
-        case rollout.AddTaint() | rollout.RemoveTaint():
-            _set_taints(ctx, action, node)
+def _execute(ctx: Context, run: Sequence[rollout.Action]) -> None:
+    first = run[0]
+    match first:
         case rollout.Evict():
-            _evict(ctx, action)
+            _evict(ctx, first)
         case rollout.DeletePod():
-            body: dict[str, Any] = {"preconditions": {"uid": action.uid}} if action.uid else {}
+            body: dict[str, Any] = {"preconditions": {"uid": first.uid}} if first.uid else {}
             try:
-                ctx.kube.delete(path_of("v1", "pods", action.name, action.namespace), body)
+                ctx.kube.delete(path_of("v1", "pods", first.name, first.namespace), body)
             except ApiError as err:
                 if not err.conflict:
                     raise
+        case _:
+            _patch_node(ctx, first.node, run)
+
+
+def _patch_node(ctx: Context, name: str, run: Sequence[rollout.Action]) -> None:
+    path = path_of("v1", "nodes", name)
+    if not node_patch.edits_taints(run):
+        patch = node_patch.compose(run)
+    else:  # a list is replaced whole: read it fresh and guard the write with its version
+        current = ctx.kube.get(path)
+        patch = node_patch.compose(run, (current.get("spec") or {}).get("taints") or [])
+        if patch:
+            version = current["metadata"]["resourceVersion"]
+            patch.setdefault("metadata", {})["resourceVersion"] = version
+    if patch:
+        ctx.kube.patch(path, patch)
 
 
 def _evict(ctx: Context, action: rollout.Evict) -> None:
@@ -209,26 +224,3 @@ def _evict(ctx: Context, action: rollout.Evict) -> None:
             log.info("eviction of %s/%s refused: %s", action.namespace, action.name, err.message)
         elif not (err.not_found or err.conflict):
             raise
-
-
-def _set_taints(
-    ctx: Context, action: rollout.AddTaint | rollout.RemoveTaint, node: rollout.NodeView | None
-) -> None:
-    """Replace the taint list with a JSON-patch ``test`` on the old one (no lost updates)."""
-    current = ctx.kube.get(path_of("v1", "nodes", action.node))
-    taints = list((current.get("spec") or {}).get("taints") or [])
-    key, effect = action.taint.key, action.taint.effect
-    kept = [t for t in taints if not (t.get("key") == key and t.get("effect") == effect)]
-    added = {"key": key, "effect": effect, **({"value": v} if (v := action.taint.value) else {})}
-    wanted = [*kept, added] if isinstance(action, rollout.AddTaint) else kept
-    if wanted == taints:
-        return
-    ops: list[dict[str, Any]] = [
-        {
-            "op": "test",
-            "path": "/metadata/resourceVersion",
-            "value": current["metadata"]["resourceVersion"],
-        },
-        {"op": "add", "path": "/spec/taints", "value": wanted},
-    ]
-    ctx.kube.patch(path_of("v1", "nodes", action.node), ops, kind="json")

@@ -511,10 +511,12 @@ def test_operator_sigkilled_every_few_seconds_through_a_30_node_rollout(
     assert_each_layout_requested_once(witness, kube, pool)
 
 
-# Every phase a node is persisted in on its way through a rollout. (Applying is persisted
-# only when a layout is re-applied: a rollback or a spec changed mid-flight. A drained node
-# goes from Draining straight to Verifying in the pass whose fresh pod list found it empty.)
-PHASES = ["Cordoned", "Draining", "Verifying", "Uncordoning"]
+# Every phase a node is persisted in on its way through a rollout. Applying is persisted
+# only when a layout is re-applied (a rollback, a spec changed mid-flight): a drained node
+# goes from Draining straight to Verifying in the pass whose fresh pod list found it empty.
+# Uncordoning never reaches the API server: the executor sends a node's release (state,
+# taint, cordon, clear) as one patch, so there is no moment between them to be killed in.
+PHASES = ["Cordoned", "Draining", "Verifying"]
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -537,7 +539,11 @@ def test_operator_sigkilled_in_each_phase_resumes(
         kube.create(NPG, custom("NodePoolGeometry", pool, _spec(pool, LAYOUT_A, maxUnavailable=2)))
         eventually(killed.is_set, 60, f"a node in phase {phase}")
         operator.start()
-        obj = wait_ready(kube, pool, 90, f"{pool} Ready after the kill")
+        # 90 s, plus 120 s when the kill cut an eviction in half: the API server had
+        # granted it (the PDB counts the pod as disrupted) but the client went away
+        # before the pod was deleted, and the disruption controller keeps that grant
+        # for two minutes before the budget frees and the drain goes on.
+        obj = wait_ready(kube, pool, 210, f"{pool} Ready after the kill")
     assert obj["status"]["nodes"]["updated"] == 3
     assert witness.worst <= 2, witness.worst
     work.check()
