@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from tessera.adapters.kube import Kube
     from tessera.controllers.runtime import Context, pod_index
-    from tessera.handlers.wiring import build_registry
+    from tessera.handlers.wiring import TAKEOVER_GRACE_S, build_registry
     from tessera.observability import logs, tracing
 
     logs.configure(args.log_level, args.log_format)
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     ctx = Context(kube, settings_from(args), pod_index=pods)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
-    registry = build_registry(ctx)
+    registry = build_registry(ctx, takeover_grace=TAKEOVER_GRACE_S if args.peering else 0.0)
     try:
         _operate(args, registry)
     finally:

@@ -24,7 +24,7 @@ from tessera.observability.events import Ref
 from tessera.observability.tracing import span
 
 from . import node_patch
-from .runtime import Context
+from .runtime import Context, stopping
 
 log = logging.getLogger("tessera.rollout")
 POD_LISTS_AT_ONCE = 4  # the client pool holds 5 per CPU; events and other daemons share it
@@ -97,13 +97,20 @@ def apply(
             _run(ctx, owner, run, nodes.get(run[0].node)) for run in node_patch.runs(actions)
         )
 
-    return run_stages(stages, chain)
+    def proceed() -> bool:
+        if stopping():
+            log.info("%s/%s: stopping; later stages left to the next pass", owner.kind, owner.name)
+            return False
+        return True
+
+    return run_stages(stages, chain, proceed=proceed)
 
 
 def run_stages(
     stages: Sequence[Sequence[rollout.Action]],
     chain: Callable[[Sequence[rollout.Action]], bool],
     at_once: int = WRITES_AT_ONCE,
+    proceed: Callable[[], bool] = lambda: True,
 ) -> bool:
     """Each stage only after the one before fully landed; within one, nodes concurrently.
 
@@ -111,9 +118,13 @@ def run_stages(
     all landed; it stops at the first failure (the next pass re-plans from
     what really happened) while other nodes carry on. A pass that releases ten
     nodes and admits ten more costs the time of the slowest node's writes, not
-    of all of them one after another.
+    of all of them one after another. ``proceed`` is asked before every stage
+    after the first: a replica that is stopping (or pausing for a peer with a
+    higher priority) finishes what is in flight but admits no new node.
     """
-    for stage in stages:
+    for number, stage in enumerate(stages):
+        if number and not proceed():
+            return False
         chains: dict[str, list[rollout.Action]] = {}
         for action in stage:
             chains.setdefault(action.node, []).append(action)

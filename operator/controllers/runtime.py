@@ -8,6 +8,7 @@ build a Context around the real API server and a clock they control.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +22,14 @@ from tessera.domain import cluster
 from tessera.domain.conditions import Verdict, conditions_for
 from tessera.domain.rollout import PodView
 from tessera.observability.events import EventRecorder, Ref
+
+STOPPING: ContextVar[Callable[[], bool]] = ContextVar("stopping", default=lambda: False)
+"""Whether the pass running in this context should stop starting new work (kopf is stopping
+or pausing its daemon). The daemon sets it; ``asyncio.to_thread`` carries it into the pass."""
+
+
+def stopping() -> bool:
+    return STOPPING.get()()
 
 
 def utcnow() -> datetime:

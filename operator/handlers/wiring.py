@@ -22,12 +22,18 @@ import kopf
 from tessera.adapters.kube import ApiError
 from tessera.api import constants as c
 from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
-from tessera.controllers.runtime import Context, Result
+from tessera.controllers.runtime import STOPPING, Context, Result
 from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint
 from tessera.observability import metrics
 
 log = logging.getLogger("tessera.handlers")
 RETRY_SECONDS = 5.0  # after a failed pass
+TAKEOVER_GRACE_S = 2.0
+"""With peering, a replica that starts or resumes waits this long before its first pass.
+kopf drops a stopping replica's peer record before that replica's pass in flight has
+finished (a pass runs in a thread kopf cannot interrupt); the stopping replica admits no
+new node once told to stop, and this grace lets its last writes land before the other
+replica observes the cluster."""
 
 
 def transient(err: ApiError) -> bool:
@@ -57,11 +63,12 @@ CONTROLLERS: tuple[Controller, ...] = (
 )
 
 
-def build_registry(ctx: Context) -> kopf.OperatorRegistry:
+def build_registry(ctx: Context, *, takeover_grace: float = 0.0) -> kopf.OperatorRegistry:
+    """``takeover_grace``: seconds a daemon waits before its first pass (see ``TAKEOVER_GRACE_S``)."""
     registry = kopf.OperatorRegistry()
     wakeups = Wakeups()
     for controller in CONTROLLERS:
-        _register_kind(registry, ctx, wakeups, controller)
+        _register_kind(registry, ctx, wakeups, controller, takeover_grace)
     _register_watches(registry, wakeups)
     _register_sharing_maps(registry, ctx, wakeups)
 
@@ -92,14 +99,25 @@ def build_registry(ctx: Context) -> kopf.OperatorRegistry:
 
 
 def _register_kind(
-    registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wakeups, controller: Controller
+    registry: kopf.OperatorRegistry,
+    ctx: Context,
+    wakeups: Wakeups,
+    controller: Controller,
+    takeover_grace: float,
 ) -> None:
     plural = controller.plural
 
     @kopf.daemon(
-        c.GROUP, c.VERSION, plural, registry=registry, cancellation_timeout=10, id="reconcile"
+        c.GROUP,
+        c.VERSION,
+        plural,
+        registry=registry,
+        cancellation_timeout=10,
+        initial_delay=takeover_grace or None,
+        id="reconcile",
     )
     async def run(name: str, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        STOPPING.set(lambda: bool(stopped))  # this task's context, copied into each pass
         wake = wakeups.event(plural, name)
         seconds = metrics.RECONCILE_SECONDS.labels(controller.kind)
         try:

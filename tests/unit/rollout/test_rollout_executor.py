@@ -6,6 +6,7 @@ executor promises and the patch it composes are checked here.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from rollout_builders import state
 
 from tessera.controllers.node_patch import compose, runs
 from tessera.controllers.rollout_driver import run_stages
+from tessera.controllers.runtime import STOPPING, stopping
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.state import Phase
 from tessera.domain.rollout.views import GEOMETRY_PENDING, Taint
@@ -144,3 +146,28 @@ def test_labels_and_state_need_no_read() -> None:
         "nvidia.com/mig.config.state": None,
     }
     assert "spec" not in patch
+
+
+def test_a_stopping_replica_finishes_the_stage_in_flight_but_admits_nothing() -> None:
+    release, admit = [uncordon("a")], [cordon("b")]
+    do = Recorder()
+    asked: list[bool] = []
+
+    def proceed() -> bool:
+        asked.append(True)
+        return False  # kopf stopped (or paused) the daemon during the first stage
+
+    assert not run_stages([release, admit], do, proceed=proceed)
+    assert do.done == release and asked == [True]
+
+
+def test_the_daemons_stop_flag_reaches_the_pass_in_its_worker_thread() -> None:
+    """The daemon sets STOPPING in its task; asyncio.to_thread copies it into the pass."""
+
+    async def daemon(flag: list[bool]) -> bool:
+        STOPPING.set(lambda: flag[0])
+        flag[0] = True  # the stop arrives while the pass is being started
+        return await asyncio.to_thread(stopping)
+
+    assert asyncio.run(daemon([False])) is True
+    assert stopping() is False  # outside a daemon nothing is stopping
