@@ -2,8 +2,11 @@
 
 Reads the cluster (``--kubeconfig``) or a snapshot file (``--snapshot``),
 hands both to ``tessera.domain.preview`` and prints the result. Nothing is
-written. Exit codes follow ``terraform plan -detailed-exitcode``: 0 no
-change, 2 changes, 1 an error (unreadable or invalid manifests, no cluster).
+written. With ``--prune`` the Tessera objects no manifest names are previewed
+as deleted, as Argo CD's pruning (or ``kubectl apply --prune``) would delete
+them. Exit codes follow ``terraform plan -detailed-exitcode``: 0 no change,
+2 changes (a deletion is one), 1 an error (unreadable or invalid manifests,
+no cluster).
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     source = plan.add_mutually_exclusive_group()
     source.add_argument("--kubeconfig", help="read the live cluster (default: $KUBECONFIG)")
     source.add_argument("--snapshot", type=Path, help="read a file from `tessera plan snapshot`")
+    plan.add_argument(
+        "--prune",
+        action="store_true",
+        help="also preview deleting every NodePoolGeometry, SharingPolicy and TenantQuota "
+        "in the cluster that no manifest names (what Argo CD pruning would delete)",
+    )
     plan.add_argument("-o", "--output", choices=("text", "json"), default="text")
     plan.set_defaults(func=_plan)
     sub = plan.add_subparsers(dest="plan_command", metavar="snapshot")
@@ -62,7 +71,9 @@ def _plan(args: argparse.Namespace) -> int:
             if args.snapshot
             else read_cluster(args.kubeconfig)
         )
-        result = preview.preview(cluster, manifests, datetime.now(UTC), locations())
+        result = preview.preview(
+            cluster, manifests, datetime.now(UTC), locations(), prune=args.prune
+        )
     except (preview.ManifestError, OSError, yaml.YAMLError, ClusterUnreadable) as err:
         print(f"tessera plan: {err}", file=sys.stderr)
         return ERROR

@@ -10,7 +10,8 @@ read from the API server or from a snapshot file. Pure: no I/O here.
 
 Module map: ``preview`` (inputs, result, orchestration), ``preview_geometry``
 (NodePoolGeometry), ``preview_sharing`` (SharingPolicy), ``preview_quota``
-(TenantQuota and capacity), ``preview_text`` (the human rendering).
+(TenantQuota and capacity), ``preview_prune`` and ``preview_prune_nodes``
+(deletions, with ``prune``), ``preview_text`` (the human rendering).
 """
 
 from __future__ import annotations
@@ -18,16 +19,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
+if TYPE_CHECKING:
+    from .preview_prune import Deletion
+
 Raw = Mapping[str, Any]
 KIND_ORDER = ("NodePoolGeometry", "SharingPolicy", "TenantQuota")
-ObjectAction = Literal["create", "update", "unchanged"]
+ObjectAction = Literal["create", "update", "unchanged", "delete"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,7 @@ class ObjectPreview:
     capacity_after: Mapping[str, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()  # other writes (ResourceQuotas), one sentence each
+    deletion: Deletion | None = None  # action "delete": what its finalizer does
 
 
 @dataclass(frozen=True)
@@ -246,21 +251,27 @@ def preview(
     manifests: Iterable[Raw],
     now: datetime,
     where: Locations | None = None,
+    prune: bool = False,
 ) -> Preview:
-    """What applying ``manifests`` (already parsed by ``parse_manifests``) would do."""
-    from . import preview_geometry, preview_quota, preview_sharing
+    """What applying ``manifests`` (already parsed by ``parse_manifests``) would do.
+
+    With ``prune``, every Tessera object no manifest names is deleted too.
+    """
+    from . import preview_geometry, preview_prune, preview_quota, preview_sharing
 
     loc = where or Locations()
     wanted = list(manifests)
-    after = cluster.with_objects(wanted)
+    gone = preview_prune.pruned(cluster, wanted) if prune else ()
+    after = preview_prune.without(cluster.with_objects(wanted), gone)
     geometry = preview_geometry.previews(cluster, after, wanted, now, loc)
     sharing = preview_sharing.previews(cluster, after, wanted, now, loc)
     nodes_after = preview_quota.allocatable_after(cluster, geometry, sharing, loc)
     capacity = preview_quota.capacity_change(cluster, nodes_after)
     quotas, tenants = preview_quota.previews(cluster, after, wanted, capacity)
-    by_key = {(o.kind, o.name): o for o in (*geometry.objects, *sharing.objects, *quotas)}
+    deleted = preview_prune.previews(cluster, after, gone, sharing, nodes_after, now, loc)
+    by_key = {(o.kind, o.name): o for o in (*geometry.objects, *sharing.objects, *quotas, *deleted)}
     ordered = sorted(
-        (by_key[(m["kind"], m["metadata"]["name"])] for m in wanted),
+        (by_key[(m["kind"], m["metadata"]["name"])] for m in (*wanted, *gone)),
         key=lambda o: (KIND_ORDER.index(o.kind), o.name),
     )
     changed_capacity = {r: ba for r, ba in sorted(capacity.items()) if ba[0] != ba[1]}

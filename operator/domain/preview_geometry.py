@@ -83,7 +83,7 @@ def _pool(
     pdbs = [observe.pdb_view(p) for p in after.pdbs] if pods else []
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     plan = rollout.plan(seen.owner, spec.rollout, desired, involved, pods, pdbs, now, approved)
-    configs = _current_configs(before, spec, loc)
+    configs = current_configs(before, spec, loc)
     label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
     by_node: dict[str, list[rollout.PodView]] = {}
     for pod in pods:
@@ -167,9 +167,10 @@ def _document_of(spec: NodePoolGeometrySpec, loc: Locations) -> tuple[tuple[str,
     return loc.mig, c.MIG_PARTED_CONFIGMAP_KEY, "mig-configs"
 
 
-def _current_configs(
+def current_configs(
     before: Cluster, spec: NodePoolGeometrySpec, loc: Locations
 ) -> dict[str, list[Mapping[str, Any]]]:
+    """The agent ConfigMap's configs for this pool's vendor, by name (as the nodes name them)."""
     where, key, section = _document_of(spec, loc)
     text = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
     try:

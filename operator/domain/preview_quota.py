@@ -34,7 +34,7 @@ from .preview_sharing import SharingPreviews
 KIND = "TenantQuota"
 
 
-def _accelerators(alloc: Mapping[str, object]) -> dict[str, int]:
+def accelerators(alloc: Mapping[str, object]) -> dict[str, int]:
     """What the TenantQuota controller counts: extended resources with integer values."""
     return {k: int(str(v)) for k, v in alloc.items() if "/" in k and str(v).isdigit()}
 
@@ -47,7 +47,7 @@ def allocatable_after(
     out: dict[str, dict[str, int]] = {}
     for node in cluster.nodes:
         name = node["metadata"]["name"]
-        now = _accelerators((node.get("status") or {}).get("allocatable") or {})
+        now = accelerators((node.get("status") or {}).get("allocatable") or {})
         if name not in changing:
             out[name] = now
             continue
@@ -71,7 +71,7 @@ def allocatable_after(
 def _physical(node: Raw, cluster: Cluster, loc: Locations) -> dict[str, int]:
     plugin = cluster.configmap(loc.device_plugin) or {}
     view = observe.pool_view(node, plugin.get("data") or {})
-    return _accelerators(dict(view.allocatable))
+    return accelerators(dict(view.allocatable))
 
 
 def capacity_change(
@@ -79,7 +79,7 @@ def capacity_change(
 ) -> dict[str, tuple[int, int]]:
     before: dict[str, int] = {}
     for node in cluster.nodes:
-        for r, n in _accelerators((node.get("status") or {}).get("allocatable") or {}).items():
+        for r, n in accelerators((node.get("status") or {}).get("allocatable") or {}).items():
             before[r] = before.get(r, 0) + n
     planned: dict[str, int] = {}
     for alloc in after.values():

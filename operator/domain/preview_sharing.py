@@ -25,7 +25,7 @@ from tessera.domain import cluster as observe
 from tessera.domain import rollout
 from tessera.domain.rollout import selection
 from tessera.domain.sharing import parsing, planning, rollout_targets
-from tessera.domain.sharing.assignment import Policy, assign
+from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.configmap import ConfigMapRef
 from tessera.domain.sharing.nodes import NodeFacts
 from tessera.domain.sharing.outcomes import PolicyResult
@@ -43,6 +43,8 @@ class SharingPreviews:
     facts: Mapping[str, NodeFacts]
     results: Mapping[str, PolicyResult | None]  # node -> the policy result that governs it
     changed: frozenset[str]
+    plan: planning.SharingPlan  # every policy left once applied, every node cleared
+    earlier: Assignment  # which policy governs each node now
 
 
 def policies(objects: Cluster) -> list[Policy]:
@@ -97,12 +99,15 @@ def previews(
         name = manifest["metadata"]["name"]
         p = _policy(after, plan, earlier.owner, facts, data, name, now)
         objects.append(replace(p, action=object_action(KIND, live.get(name), manifest)))
-    touched = any(o.action != "unchanged" or o.changes for o in objects)
+    deleting = bool(live.keys() - after.of_kind(KIND).keys())
+    touched = deleting or any(o.action != "unchanged" or o.changes for o in objects)
     configs: tuple[ConfigDiff, ...] = ()
     if touched:
         configs = _diffs(plan, data, plugin, nv_cm, asc_cm, loc)
     results = {node: plan.results.get(owner) for node, owner in plan.assignment.owner.items()}
-    return SharingPreviews(tuple(objects), configs, facts, results, frozenset(plan.changes))
+    return SharingPreviews(
+        tuple(objects), configs, facts, results, frozenset(plan.changes), plan, earlier
+    )
 
 
 def _policy(
@@ -140,7 +145,7 @@ def _policy(
     changes = tuple(
         NodeChange(
             node,
-            _describe_now(facts[node], data),
+            describe_now(facts[node], data),
             _describe(result) if plan.assignment.owner.get(node) == name else "default",
             plan.changes[node].disruptive,
             evicts.get(node, ()),
@@ -178,7 +183,8 @@ def _describe(result: PolicyResult) -> str:
     return result.backend
 
 
-def _describe_now(node: NodeFacts, data: Mapping[str, str]) -> str:
+def describe_now(node: NodeFacts, data: Mapping[str, str]) -> str:
+    """The device-plugin config ``node`` runs now, by its label (``default`` without one)."""
     key = node.plugin_config
     if key is None:
         return "default"

@@ -3,8 +3,11 @@
 Per object: what happens to it, then per node ``old → new`` with the pods
 drained first, the PDBs that would block, the plan hash to approve, and the
 capacity the pool ends with; then cluster capacity, quota impact and the
-agent ConfigMaps as unified diffs. The last line says whether anything
-changes, like ``terraform plan``.
+agent ConfigMaps as unified diffs. An object ``tessera plan --prune`` deletes
+reads like a finalizer run: the nodes it holds (``-``) and what it writes to
+them, the layouts that stay (``=``), the nodes whose sharing config returns
+to the default (``~``), the ResourceQuotas deleted. The last line says whether
+anything changes, like ``terraform plan``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from .preview import ObjectPreview, Preview
+from .preview_prune import Deletion
 
 SHORT = {"NodePoolGeometry": "npg", "SharingPolicy": "sp", "TenantQuota": "tq"}
 NODES_SHOWN = 20
@@ -49,10 +53,12 @@ def render(p: Preview) -> str:
         out.append("")
     nodes = sum(len(o.changes) for o in p.objects)
     pods = sum(o.pods_to_evict for o in p.objects)
+    deleted = sum(1 for o in p.objects if o.action == "delete")
     if p.changed:
         out.append(
             f"Plan: {nodes} node(s) change, {pods} pod(s) evicted, "
-            f"{len(p.configs)} config(s) rewritten."
+            f"{len(p.configs)} config(s) rewritten"
+            + (f", {deleted} object(s) deleted." if deleted else ".")
         )
     else:
         out.append("No changes. The cluster already matches these manifests.")
@@ -60,6 +66,8 @@ def render(p: Preview) -> str:
 
 
 def _object(o: ObjectPreview) -> list[str]:
+    if o.action == "delete":
+        return _deleted(o)
     ref = f"{SHORT.get(o.kind, o.kind.lower())}/{o.name}"
     head = f"{o.kind}/{o.name}: {o.action}"
     if o.kind == "TenantQuota":
@@ -90,10 +98,7 @@ def _object(o: ObjectPreview) -> list[str]:
             lines.append(f"      {change.note}")
     if len(o.changes) > NODES_SHOWN:
         lines.append(f"  ... and {len(o.changes) - NODES_SHOWN} more node(s)")
-    if o.capacity_before != o.capacity_after:
-        keys = sorted(o.capacity_before.keys() | o.capacity_after.keys())
-        moves = [f"{k} {o.capacity_before.get(k, 0)} -> {o.capacity_after.get(k, 0)}" for k in keys]
-        lines.append("  capacity: " + ", ".join(moves))
+    lines += _capacity(o)
     lines += [f"  ! {p}" for p in o.problems]
     if o.plan_hash and o.changes and o.approval == "Manual":
         if o.approved:
@@ -106,8 +111,54 @@ def _object(o: ObjectPreview) -> list[str]:
     return lines
 
 
+def _deleted(o: ObjectPreview) -> list[str]:
+    gone = o.deletion or Deletion()
+    head = f"{o.kind}/{o.name}: delete"
+    if o.kind == "TenantQuota":
+        lines = [f"{head} ({len(gone.quotas)} ResourceQuota(s))"]
+        lines += [f"  {w}" for w in o.writes]
+    elif o.kind == "SharingPolicy":
+        lines = [f"{head}; {len(o.changes)} of {o.nodes_total} node(s) return at once, no drain"]
+        for change in o.changes[:NODES_SHOWN]:
+            lines.append(f"  ~ {change.node}: {change.before}  ->  {change.after}")
+            lines.append(f"      {change.note}")
+        if len(o.changes) > NODES_SHOWN:
+            lines.append(f"  ... and {len(o.changes) - NODES_SHOWN} more node(s)")
+        if gone.hami:
+            lines.append(f"  HAMi node config: Tessera's fields removed for {', '.join(gone.hami)}")
+    else:
+        held = len(gone.released)
+        lines = [f"{head}; holds {held} node(s), {o.nodes_total} node(s) keep their layout"]
+    for r in gone.released[:NODES_SHOWN]:
+        lines.append(f"  - {r.node}: holds {', '.join(r.holds) or 'nothing'}")
+        then = ", ".join(r.then) or "nothing to write"
+        lines.append(f"      {r.waits}; then {then}" if r.waits else f"      finalizer: {then}")
+        lines += [f"      ! {w}" for w in r.warnings]
+    if len(gone.released) > NODES_SHOWN:
+        lines.append(f"  ... and {len(gone.released) - NODES_SHOWN} more held node(s)")
+    by_layout: dict[str, list[str]] = {}
+    for node, layout in gone.kept.items():
+        by_layout.setdefault(layout, []).append(node)
+    for layout, nodes in sorted(by_layout.items()):
+        more = f" and {len(nodes) - NODES_SHOWN} more" if len(nodes) > NODES_SHOWN else ""
+        lines.append(f"  = {', '.join(sorted(nodes)[:NODES_SHOWN])}{more} keep {layout}")
+    lines += _capacity(o)
+    lines += [f"  {e}" for e in gone.effects]
+    lines += [f"  ! {p}" for p in o.problems]
+    return lines
+
+
+def _capacity(o: ObjectPreview) -> list[str]:
+    if o.capacity_before == o.capacity_after:
+        return []
+    keys = sorted(o.capacity_before.keys() | o.capacity_after.keys())
+    moves = [f"{k} {o.capacity_before.get(k, 0)} -> {o.capacity_after.get(k, 0)}" for k in keys]
+    return ["  capacity: " + ", ".join(moves)]
+
+
 def as_json(p: Preview) -> dict[str, Any]:
     doc = asdict(p)
     doc["capacity"] = {r: {"before": b, "after": a} for r, (b, a) in p.capacity.items()}
     doc["changed"] = p.changed
+    doc["deleted"] = [f"{o.kind}/{o.name}" for o in p.objects if o.action == "delete"]
     return doc

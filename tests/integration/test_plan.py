@@ -49,11 +49,11 @@ def _write(tmp_path: Path, *docs: dict[str, Any]) -> Path:
 
 
 def plan(
-    kubeconfig: Path | None, *files: Path, snapshot: Path | None = None
+    kubeconfig: Path | None, *files: Path, snapshot: Path | None = None, prune: bool = False
 ) -> tuple[int, dict[str, Any], str]:
     """Run ``tessera plan -o json`` (and the text form); returns (exit code, JSON, text)."""
     source = [f"--snapshot={snapshot}"] if snapshot else [f"--kubeconfig={kubeconfig}"]
-    args = [arg for f in files for arg in ("-f", str(f))]
+    args = [arg for f in files for arg in ("-f", str(f))] + (["--prune"] if prune else [])
     run = [sys.executable, "-m", "tessera.cli.main", "plan", *args, *source]
     out = subprocess.run([*run, "-o", "json"], capture_output=True, text=True, timeout=60)
     text = subprocess.run(run, capture_output=True, text=True, timeout=60)
@@ -266,6 +266,101 @@ def test_quota_change_and_overcommitment(
         "mig-1g.10gb dropped from the ResourceQuota",
     )
     eventually(lambda: plan(kubeconfig, _write(tmp_path, tenant(1)))[0] == 0, 30, "no change")
+
+
+def _live_manifests(kube: Kube) -> list[dict[str, Any]]:
+    """Every Tessera object in the cluster, as the manifest that would keep it as it is."""
+    return [
+        custom(kind, item["metadata"]["name"], item.get("spec") or {})
+        for kind, path in (("NodePoolGeometry", NPG), ("SharingPolicy", SP), ("TenantQuota", TQ))
+        for item in kube.list(path)
+        if not item["metadata"].get("deletionTimestamp")
+    ]
+
+
+def test_prune_previews_the_deletion_of_what_the_manifests_omit(
+    kube: Kube, operator: OperatorProcess, control_plane: Any, tmp_path: Path
+) -> None:
+    kubeconfig = control_plane.kubeconfig
+    nodes = fleet.create_nodes(kube, fleet.pool("plan-prune", "H100-80GB", 2))
+    kube.create(NPG, _npg("plan-prune", LAYOUT_A, approval="Manual"))
+
+    def tainted(node: str) -> bool:
+        taints = kube.get(path_of("v1", "nodes", node))["spec"].get("taints") or []
+        return any(t["key"] == c.GEOMETRY_PENDING_TAINT for t in taints)
+
+    # unapproved, the pool keeps its fresh nodes free of pods with its pending taint
+    eventually(lambda: all(tainted(n) for n in nodes), 30, "pending taint on plan-prune nodes")
+    for ns in ("plan-prune-1", "plan-prune-2"):
+        namespace(kube, ns, {"tessera.io/tenant": "plan-prune-q"})
+    spec = {
+        "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "plan-prune-q"}},
+        "hard": {"nvidia.com/gpu": 1},
+        "total": {"nvidia.com/gpu": 2},
+    }
+    kube.create(TQ, custom("TenantQuota", "plan-prune-q", spec))
+    quotas = [
+        path_of("v1", "resourcequotas", "tessera-plan-prune-q", f"plan-prune-{i}") for i in (1, 2)
+    ]
+    eventually(lambda: all(kube.get_or_none(q) for q in quotas), 30, "plan-prune-q's quotas")
+    live = _live_manifests(kube)
+    keep = [m for m in live if m["metadata"]["name"] != "plan-prune-q"]
+    manifests = _write(tmp_path, *keep)
+
+    _, doc, _ = plan(kubeconfig, manifests)  # without --prune: no deletion
+    assert not doc.get("deleted") and all(o["action"] != "delete" for o in doc["objects"])
+    code, doc, text = plan(kubeconfig, manifests, prune=True)
+    assert code == 2, text
+    assert doc["deleted"] == ["TenantQuota/plan-prune-q"]
+    gone = _object(doc, "plan-prune-q")["deletion"]
+    assert [(q["namespace"], q["name"]) for q in gone["quotas"]] == [
+        ("plan-prune-1", "tessera-plan-prune-q"),
+        ("plan-prune-2", "tessera-plan-prune-q"),
+    ]
+    assert gone["unenforced"] == {"nvidia.com/gpu": 2}
+    assert "TenantQuota/plan-prune-q: delete (2 ResourceQuota(s))" in text
+    assert "delete ResourceQuota plan-prune-2/tessera-plan-prune-q" in text
+    assert "the tenant-wide total (nvidia.com/gpu=2) is no longer enforced" in text
+
+    keep = [
+        m for m in live if m["kind"] != "NodePoolGeometry" or m["metadata"]["name"] != "plan-prune"
+    ]
+    manifests = _write(tmp_path, *keep)
+    code, doc, text = plan(kubeconfig, manifests, prune=True)
+    assert code == 2, text
+    assert doc["deleted"] == ["NodePoolGeometry/plan-prune"]
+    pool = _object(doc, "plan-prune")
+    assert pool["action"] == "delete" and pool["changes"] == []
+    released = pool["deletion"]["released"]
+    assert [r["node"] for r in released] == nodes
+    assert all(r["then"] == ["remove taint tessera.io/geometry-pending"] for r in released)
+    assert pool["deletion"]["kept"] == dict.fromkeys(nodes, "no layout yet")
+    assert "  - plan-prune-0: holds taint tessera.io/geometry-pending" in text
+    # the same from a snapshot
+    snap = tmp_path / "prune-cluster.yaml"
+    snap.write_text(
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tessera.cli.main",
+                "plan",
+                "snapshot",
+                f"--kubeconfig={kubeconfig}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )
+    code, offline, _ = plan(None, manifests, snapshot=snap, prune=True)
+    assert code == 2 and offline["deleted"] == doc["deleted"]
+    assert _object(offline, "plan-prune")["deletion"] == pool["deletion"]
+    # nothing was written: both objects, the quotas and the taints are still there
+    for path in (f"{NPG}/plan-prune", f"{TQ}/plan-prune-q", *quotas):
+        assert not kube.get(path)["metadata"].get("deletionTimestamp"), path
+    assert all(tainted(n) for n in nodes)
 
 
 def test_errors_exit_1(control_plane: Any, tmp_path: Path) -> None:

@@ -1,0 +1,208 @@
+"""``tessera plan --prune``: what deleting the Tessera objects no manifest names would do.
+
+Argo CD with pruning (like ``kubectl apply --prune``) deletes every object
+whose manifest left Git. Each kind's finalizer then runs, and the preview
+says what it does, with the functions the finalizer calls:
+
+* NodePoolGeometry (``controllers.nodepoolgeometry.finalize``):
+  ``rollout.backout`` over the nodes the pool still holds (rollout state or
+  pending taint). A node whose layout is being verified finishes first; every
+  other node is released at once (taint lifted, uncordoned where Tessera
+  cordoned it, state cleared). No layout label is written and the agent
+  ConfigMap is not touched: layouts already applied stay as they are.
+* SharingPolicy (``controllers.sharingpolicy.finalize``): the policies left
+  are planned without it, so its nodes go back to the default device-plugin
+  config (or to the policy that now wins them) and lose Tessera's HAMi
+  fields, at once and without a drain; nodes its rollout holds are released.
+* TenantQuota (``controllers.tenantquota.finalize``): exactly the
+  ResourceQuotas labelled with the tenant are deleted.
+
+The objects that stay are previewed against the cluster *without* the
+deleted ones, so what a deletion does to them (a poolRef left dangling, a
+namespace no longer contested) shows under those objects. Pure: no I/O here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
+from tessera.domain import rollout
+from tessera.domain.quota import objects as quota_objects
+from tessera.domain.quota.quantities import QuantityError, counts
+
+from .preview import KIND_ORDER, Cluster, Locations, ObjectPreview, Raw
+from .preview_sharing import SharingPreviews
+
+
+@dataclass(frozen=True)
+class Release:
+    """A node the deleted object still holds, and what its finalizer writes to it."""
+
+    node: str
+    holds: tuple[str, ...]  # what ties the node to the object now
+    then: tuple[str, ...] = ()  # the finalizer's writes, in order
+    waits: str = ""  # what happens before those writes (a layout being verified finishes)
+    warnings: tuple[str, ...] = ()  # what the finalizer leaves for a person
+
+
+@dataclass(frozen=True)
+class RemovedQuota:
+    namespace: str
+    name: str
+    hard: Mapping[str, int] = field(default_factory=dict)  # requests.<resource> it enforced
+    used: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What deleting one object does, beyond ``ObjectPreview.changes`` and ``writes``."""
+
+    released: tuple[Release, ...] = ()  # NodePoolGeometry, SharingPolicy
+    kept: Mapping[str, str] = field(default_factory=dict)  # node -> layout it keeps
+    hami: tuple[str, ...] = ()  # nodes whose Tessera fields leave HAMi's node config
+    quotas: tuple[RemovedQuota, ...] = ()  # TenantQuota
+    unenforced: Mapping[str, int] = field(default_factory=dict)  # spec.total no longer held
+    effects: tuple[str, ...] = ()  # one sentence each
+
+
+def release_of(
+    view: rollout.NodeView,
+    target: str,
+    actions: Sequence[rollout.Action],
+    waits: str = "",
+    warnings: Sequence[str] = (),
+) -> Release:
+    """``view`` as a person reads it: what holds it (``target``: the layout or config its
+    rollout state is for) and the finalizer's ``actions`` on it, state bookkeeping left out."""
+    s, holds = view.state, []
+    if view.state_error:
+        holds.append(f"unreadable rollout state ({view.state_error})")
+    elif s is not None:
+        toward = f" rolling back to {target}" if s.rollback_of else f" toward {target}"
+        holds.append(f"rollout {s.phase.value}" + (toward if target else ""))
+    if view.has_taint(rollout.GEOMETRY_PENDING):
+        holds.append(f"taint {rollout.GEOMETRY_PENDING.key}")
+    if view.unschedulable and view.state_error:
+        holds.append("cordoned, by whom is unknown")
+    elif view.unschedulable:
+        holds.append(
+            "cordoned by Tessera" if s is not None and not s.orig else "cordoned, not by Tessera"
+        )
+    then = []
+    for action in actions:
+        match action:
+            case rollout.RemoveTaint(taint=t):
+                then.append(f"remove taint {t.key}")
+            case rollout.Uncordon():
+                then.append("uncordon")
+            case rollout.ClearNodeState():
+                then.append("clear its rollout state")
+    if view.unschedulable and not any(isinstance(a, rollout.Uncordon) for a in actions):
+        then.append("leave it cordoned")
+    return Release(view.name, tuple(holds), tuple(then), waits, tuple(warnings))
+
+
+def pruned(cluster: Cluster, manifests: Iterable[Raw]) -> tuple[Raw, ...]:
+    """The live Tessera objects of the three kinds that no manifest names, kind then name."""
+    named = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+    return tuple(
+        obj
+        for kind in KIND_ORDER
+        for name, obj in sorted(cluster.of_kind(kind).items())
+        if (kind, name) not in named
+    )
+
+
+def without(cluster: Cluster, gone: Sequence[Raw]) -> Cluster:
+    """``cluster`` once ``gone`` are deleted (and their finalizers have run)."""
+    keys = {(o["kind"], o["metadata"]["name"]) for o in gone}
+    kept = tuple(o for o in cluster.objects if (o.get("kind"), o["metadata"]["name"]) not in keys)
+    return replace(cluster, objects=kept)
+
+
+def previews(
+    before: Cluster,
+    after: Cluster,
+    gone: Sequence[Raw],
+    sharing: SharingPreviews,
+    allocatable: Mapping[str, Mapping[str, int]],
+    now: datetime,
+    loc: Locations,
+) -> tuple[ObjectPreview, ...]:
+    """One ``delete`` preview per object in ``gone``."""
+    from . import preview_prune_nodes as nodes
+
+    out = []
+    for obj in gone:
+        if obj["kind"] == "NodePoolGeometry":
+            p = nodes.geometry(before, after, obj, now, loc)
+        elif obj["kind"] == "SharingPolicy":
+            p = nodes.sharing(before, obj, sharing, allocatable, now, loc)
+        else:
+            p = tenant(before, obj)
+        out.append(_in_progress(p, obj))
+    return tuple(out)
+
+
+def _in_progress(p: ObjectPreview, obj: Raw) -> ObjectPreview:
+    """An object already being deleted is said so: its finalizer may be part-way through."""
+    since = obj["metadata"].get("deletionTimestamp")
+    if not since or p.deletion is None:
+        return p
+    note = f"already being deleted (since {since}): its finalizer is at work"
+    return replace(p, deletion=replace(p.deletion, effects=(note, *p.deletion.effects)))
+
+
+def tenant(before: Cluster, obj: Raw) -> ObjectPreview:
+    """The ResourceQuotas ``tenantquota.finalize`` deletes: those labelled with the tenant."""
+    name = obj["metadata"]["name"]
+    seen = [q for raw in before.quotas if (q := quota_objects.read(raw)) is not None]
+    mine = sorted((q for q in seen if q.tenant == name), key=lambda q: q.namespace)
+    quotas = tuple(
+        RemovedQuota(q.namespace, quota_objects.quota_name(name), dict(q.hard), dict(q.used))
+        for q in mine
+    )
+    writes = tuple(
+        f"delete ResourceQuota {q.namespace}/{q.name}{_limits(q)}: tenantquota/{name} is deleted"
+        for q in quotas
+    )
+    total: dict[str, int] = {}
+    problems: list[str] = []
+    try:
+        spec = TenantQuotaSpec.model_validate(obj.get("spec") or {})
+        total = counts(spec.total or {}, what="spec.total")
+    except (ValidationError, QuantityError) as err:
+        problems.append(f"spec unreadable, its total is unknown: {str(err).splitlines()[0]}")
+    effects: list[str] = []
+    if total:
+        shown = ", ".join(f"{r}={n}" for r, n in sorted(total.items()))
+        effects.append(f"the tenant-wide total ({shown}) is no longer enforced")
+    if quotas:
+        where = ", ".join(q.namespace for q in quotas)
+        effects.append(
+            f"namespace(s) {where} keep no Tessera limit: pods there may request any amount"
+        )
+    else:
+        effects.append("no ResourceQuota of this tenant exists: nothing to delete")
+    return ObjectPreview(
+        kind="TenantQuota",
+        name=name,
+        action="delete",
+        nodes_total=len(quotas),
+        problems=tuple(problems),
+        writes=writes,
+        deletion=Deletion(quotas=quotas, unenforced=total, effects=tuple(effects)),
+    )
+
+
+def _limits(q: RemovedQuota) -> str:
+    parts = []
+    for resource, hard in sorted(q.hard.items()):
+        used = q.used.get(resource)
+        parts.append(f"requests.{resource}={hard}" + (f", {used} used" if used else ""))
+    return f" ({'; '.join(parts)})" if parts else ""
