@@ -130,12 +130,10 @@ def sharing(
             continue
         was = _hami_text(hami_fields[node]) if node in hami_fields else None
         after = "HAMi's own defaults (Tessera's fields removed)" if node in lost else "default"
-        note = change.reason
         if change.disruptive:
             unsafe.append(node)
-            note += "; not drained: a deleted policy's nodes are returned at once"
         was = was or describe_now(facts[node], data)
-        changes.append(NodeChange(node, was, after, False, (), note))
+        changes.append(NodeChange(node, was, after, False, (), change.reason))
     owner = rollout_targets.owner_id(name)
     why = f"{owner} is being deleted"
     released: list[Release] = []
@@ -156,8 +154,8 @@ def sharing(
     problems: list[str] = []
     if unsafe:
         problems.append(
-            f"{_names(unsafe)} switch without the drain a change of this kind gets: pods "
-            "running there are not evicted first"
+            f"{_names(unsafe)} switch without a drain (a policy changing this would drain "
+            "them): pods running there are not evicted first"
         )
     cap_before: dict[str, int] = {}
     cap_after: dict[str, int] = {}

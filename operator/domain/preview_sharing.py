@@ -155,6 +155,9 @@ def _policy(
     )
     problems = [str(e) for e in (*result.errors, *result.node_errors)]
     problems += [conflict.message for conflict in plan.assignment.conflicts_of(name)]
+    pool = spec.pool_ref.name if spec.pool_ref is not None else None
+    if pool is not None and pool not in after.of_kind("NodePoolGeometry"):  # as the controller
+        problems.append(f"spec.poolRef: NodePoolGeometry {pool} does not exist (PoolNotFound)")
     return ObjectPreview(
         kind=KIND,
         name=name,
