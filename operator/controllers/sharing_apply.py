@@ -6,7 +6,8 @@
    a node may still point at a key we would delete: the next pass retries);
 4. HAMi's node configs, as the plan's JSON patch applied to the document, with
    a resourceVersion precondition so a person's concurrent edit is re-planned,
-   never overwritten.
+   never overwritten. They name no key, so they are written even when step 1
+   failed (steps 2 and 3 are then skipped).
 
 Each function returns how many writes it made, so the caller knows whether to
 observe again, and a converged cluster costs zero writes.
@@ -33,11 +34,22 @@ log = logging.getLogger("tessera.sharingpolicy")
 
 
 def apply(ctx: Context, plan: planning.SharingPlan, nvidia: Document, ascend: Document) -> int:
-    writes = _plugin_map(ctx, plan.device_plugin)
-    if writes < 0:
-        return 0  # keys could not be written: no label may point at them
+    keys = _plugin_map(ctx, plan.device_plugin)
+    writes = 0
+    if keys >= 0:  # keys could not be written: no label may point at them
+        writes = keys + _labels(ctx, plan.device_plugin)
+    # HAMi's entries name no key: written even where the device-plugin ConfigMap cannot be
+    # (no GPU Operator namespace, as in a cluster of Ascend nodes only).
+    writes += _entries(ctx, nvidia, plan.hami_nvidia)
+    writes += _entries(ctx, ascend, plan.hami_ascend)
+    return writes
+
+
+def _labels(ctx: Context, cm: ConfigMapPlan) -> int:
+    """Steps 2 and 3: the node labels, then the cleanup once every label landed."""
+    writes = 0
     labels_ok = True
-    for change in plan.device_plugin.labels:
+    for change in cm.labels:
         try:
             ctx.kube.patch(path_of("v1", "nodes", change.node), change.patch())
             writes += 1
@@ -46,15 +58,11 @@ def apply(ctx: Context, plan: planning.SharingPlan, nvidia: Document, ascend: Do
                 raise
             labels_ok = False
             log.info("label on node %s not written (%s); next pass retries", change.node, err)
-    if labels_ok and plan.device_plugin.delete_after_labels:
-        ref = plan.device_plugin.ref
+    if labels_ok and cm.delete_after_labels:
         ctx.kube.patch(
-            path_of("v1", "configmaps", ref.name, ref.namespace),
-            plan.device_plugin.cleanup_patch(),
+            path_of("v1", "configmaps", cm.ref.name, cm.ref.namespace), cm.cleanup_patch()
         )
         writes += 1
-    writes += _entries(ctx, nvidia, plan.hami_nvidia)
-    writes += _entries(ctx, ascend, plan.hami_ascend)
     return writes
 
 

@@ -12,6 +12,11 @@ Verifying:
   both run on the default device-plugin key, so Tessera marks the node with
   ``HAMI_MODE_LABEL``. Without it a mode switch MIG <-> TimeSlicing would look
   "already verified" and never be drained. Leaving HAMi removes the label.
+* Ascend (HAMi's ``hami-vnpu-core`` soft slicing on or off): no device-plugin
+  label applies to an NPU node, and its policy's key stays the same across a
+  flip, so the same label carries the Ascend mode (``ASCEND_MODES``). With the
+  key as target, a node rolled out once looked verified at every later flip and
+  waited for a drain that never came.
 
 A node is *cleared* (planning may write its disruptive change) once its
 rollout has drained it, and also when no policy governs it any more: a
@@ -33,6 +38,7 @@ from .outcomes import PolicyResult
 from .status import advertised
 
 HAMI_MODE_LABEL = "tessera.io/hami-mode"
+ASCEND_MODES = {True: "hami-vnpu-core", False: "vnpu-template"}  # by soft slicing
 OWNER_PREFIX = "SharingPolicy/"
 _DRAINED = (Phase.APPLYING, Phase.VERIFYING, Phase.UNCORDONING)
 
@@ -44,6 +50,13 @@ def owner_id(policy: str) -> str:
 
 def desired_node(result: PolicyResult, node: NodeFacts) -> DesiredNode:
     """What ``node`` should look like under ``result``, as the rollout engine checks it."""
+    if node.vendor == "ascend":
+        fields = result.ascend_fields or {}
+        mode = ASCEND_MODES[bool(fields.get("hami-vnpu-core"))]
+        alloc = advertised(result, node)
+        return DesiredNode(
+            f"ascend-{mode}-{hami.digest(fields)}", {HAMI_MODE_LABEL: mode}, None, alloc or None
+        )
     if result.hami_fields is not None:
         mode = str(result.hami_fields.get("operatingmode", "hami-core"))
         target = f"hami-{mode}-{hami.digest(result.hami_fields)}"

@@ -44,9 +44,12 @@ def gpu_node(
     return nodes.from_node(name, all_labels, notes)
 
 
-def npu_node(name: str, pool: str = "a", npus: int = 4) -> nodes.NodeFacts:
-    labels = {POOL: pool, "ascend": "on", "node.kubernetes.io/npu.chip.name": "310P3"}
-    return nodes.from_node(name, labels, npus=npus, npu_resource="huawei.com/Ascend310P")
+def npu_node(
+    name: str, pool: str = "a", npus: int = 4, *, labels: dict[str, str] | None = None
+) -> nodes.NodeFacts:
+    all_labels = {POOL: pool, "ascend": "on", "node.kubernetes.io/npu.chip.name": "310P3"}
+    all_labels.update(labels or {})
+    return nodes.from_node(name, all_labels, npus=npus, npu_resource="huawei.com/Ascend310P")
 
 
 def check_golden(name: str, text: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sharing_builders import gpu_node, policy
+import pytest
+from sharing_builders import gpu_node, npu_node, policy
 
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain import rollout
@@ -14,6 +15,9 @@ from tessera.domain.sharing.assignment import assign
 from tessera.domain.sharing.outcomes import result_of
 
 LABEL = "nvidia.com/device-plugin.config"
+MODE = rollout_targets.HAMI_MODE_LABEL
+SOFT = {"softSlicing": True, "vDeviceCount": 4}
+TEMPLATES = {"softSlicing": False}
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -96,3 +100,44 @@ def test_a_released_mps_node_returns_to_the_default_when_cleared() -> None:
     cleared = rollout_targets.cleared(assign([mps], [node]), [NodeView("n1")])
     released = planning.plan([mps], seen, cleared=cleared)
     assert [(c.node, c.new) for c in released.device_plugin.labels] == [("n1", "default")]
+
+
+@pytest.mark.parametrize(
+    ("ascend", "labels", "mode", "drains"),
+    [
+        pytest.param(TEMPLATES, {}, "vnpu-template", True, id="first-flip-to-templates"),
+        pytest.param(
+            TEMPLATES, {MODE: "hami-vnpu-core"}, "vnpu-template", True, id="soft-to-templates"
+        ),
+        pytest.param(SOFT, {MODE: "vnpu-template"}, "hami-vnpu-core", True, id="templates-to-soft"),
+        pytest.param(
+            TEMPLATES,
+            {LABEL: "<key>"},  # what earlier versions wrote: the policy's key, for every flip
+            "vnpu-template",
+            True,
+            id="device-plugin-label-left-by-an-earlier-flip",
+        ),
+        pytest.param(
+            TEMPLATES, {MODE: "vnpu-template"}, "vnpu-template", False, id="already-templates"
+        ),
+    ],
+)
+def test_an_ascend_flip_targets_the_mode_label_so_every_flip_is_drained(
+    ascend: dict[str, object], labels: dict[str, str], mode: str, drains: bool
+) -> None:
+    result = result_of(policy("p", "Exclusive", ascend=ascend))
+    labels = {k: (result.key or "") if v == "<key>" else v for k, v in labels.items()}
+    node = npu_node("a1", npus=2, labels=labels)
+    d = rollout_targets.desired_node(result, node)
+    assert d.labels == {MODE: mode}  # never the NVIDIA device-plugin label on an NPU node
+    assert d.expected_allocatable == ({"huawei.com/Ascend310P": 8} if ascend is SOFT else None)
+    alloc = {"huawei.com/Ascend310P": 8 if labels.get(MODE) == "hami-vnpu-core" else 2}
+    view = NodeView("a1", labels=node.labels, allocatable=alloc)
+    decided = rollout.plan("SharingPolicy/p", RolloutSpec(), {"a1": d}, [view], [], [], NOW)
+    assert any(isinstance(a, rollout.Cordon) for a in decided.actions) is drains
+
+
+def test_a_released_ascend_node_loses_its_mode_label() -> None:
+    facts = {"a1": npu_node("a1", pool="z", labels={MODE: "vnpu-template"})}
+    assignment = assign([policy("p", "Exclusive", ascend=SOFT)], facts.values())
+    assert rollout_targets.stale_mode_labels(assignment, facts) == ("a1",)

@@ -1,0 +1,406 @@
+"""SharingPolicy's Ascend soft slicing through HAMi, on the real API server.
+
+``spec.ascend`` makes Tessera write its own fields (``hami-vnpu-core``,
+``vDeviceCount``) into the per-node entries of HAMi's Ascend node config
+(``kube-system/hami-device-node-config``, key ``node-config.yaml``) for the
+Ascend nodes a policy selects. Every test owns its nodes (pools ``asc-sp-*``);
+``tessera run`` is the real operator process with a 5 s resync.
+
+The module creates no ``gpu-operator`` namespace: run alone, it is a cluster
+of Ascend nodes only, where the device-plugin ConfigMap cannot be written and
+HAMi's entries must be written all the same.
+
+Not simulated: HAMi's Ascend device plugin. Nothing here reads
+``hami-device-node-config``, so no node re-advertises ``vDeviceCount`` slots
+per NPU; the tests check what Tessera writes and reports (entries, annotation,
+status, the rollout's cordon/drain/uncordon and its ``tessera.io/hami-mode``
+mark), never a changed allocatable. For the same reason no test turns soft
+slicing *on* for a node that had it off: that rollout verifies the node's
+allocatable against ``vDeviceCount`` slots per NPU, which only the real plugin
+would advertise.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+import yaml
+
+from tessera.adapters.informer import Informer
+from tessera.adapters.kube import ApiError, Kube, Obj, path_of
+from tessera.api import constants as c
+from tessera.devcluster import fleet, kubelet
+from tessera.domain.sharing import rollout_targets
+
+from .conftest import OperatorProcess
+from .helpers import condition, eventually, gpu_pod, namespace
+from .sharing_support import (
+    SP,
+    delete_policy,
+    event_with,
+    label,
+    node,
+    policy,
+    settled,
+    wait_ready,
+)
+
+HAMI_ASCEND_CM = path_of("v1", "configmaps", c.HAMI_ASCEND_CONFIGMAP_NAME, c.HAMI_NAMESPACE)
+NPU = "huawei.com/Ascend310P"
+HAMI_MODE = rollout_targets.HAMI_MODE_LABEL
+WORK = "asc-sp-work"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def agents(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
+    """Only the kubelet stand-in: it runs the NPU pods, and nothing simulates HAMi."""
+    namespace(kube, WORK)
+    runner = kubelet.Kubelet(kube).start()
+    yield
+    runner.stop()
+
+
+def _ascend_nodes(kube: Kube, pool: str, count: int) -> list[str]:
+    """``count`` Ascend 310P3 nodes with 2 NPUs each, labelled ``tessera.io/pool=<pool>``."""
+    return fleet.create_nodes(kube, fleet.pool(pool, "Ascend310P3", count, devices=2))
+
+
+def _create_policy(kube: Kube, name: str, pool: str, ascend: dict[str, Any]) -> None:
+    body = {
+        "apiVersion": "tessera.io/v1alpha1",
+        "kind": "SharingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
+            "backend": "Exclusive",
+            "ascend": ascend,
+            "rollout": {"maxUnavailable": 1},
+        },
+    }
+    kube.create(SP, body)
+
+
+def _config_map(kube: Kube) -> Obj | None:
+    return kube.get_or_none(HAMI_ASCEND_CM)
+
+
+def _document(cm: Obj | None) -> dict[str, Any]:
+    text = ((cm or {}).get("data") or {}).get(c.HAMI_ASCEND_CONFIGMAP_KEY) or "{}"
+    loaded = yaml.safe_load(text)
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _entries(kube: Kube) -> dict[str, dict[str, Any]]:
+    """HAMi's Ascend node entries by node name."""
+    return {e["name"]: e for e in _document(_config_map(kube)).get("nodes") or []}
+
+
+def _managed(cm: Obj | None) -> set[str]:
+    """Nodes named in Tessera's managed-nodes annotation (``node=digest`` pairs)."""
+    raw = ((cm or {}).get("metadata", {}).get("annotations") or {}).get(
+        c.MANAGED_NODES_ANNOTATION, ""
+    )
+    return {pair.partition("=")[0] for pair in raw.split(",") if pair}
+
+
+def _seed(kube: Kube, entries: Iterable[dict[str, Any]]) -> None:
+    """Write entries as a person would: replace the named ones, keep every other entry."""
+    mine = list(entries)
+    names = {e["name"] for e in mine}
+    cm = _config_map(kube)
+    if cm is None:
+        body = {"metadata": {"name": c.HAMI_ASCEND_CONFIGMAP_NAME}, "data": {}}
+        try:
+            kube.create(path_of("v1", "configmaps", namespace=c.HAMI_NAMESPACE), body)
+        except ApiError as err:
+            assert err.conflict
+        cm = _config_map(kube)
+    doc = _document(cm)
+    doc["nodes"] = [e for e in doc.get("nodes") or [] if e.get("name") not in names] + mine
+    text = yaml.safe_dump(doc, sort_keys=False)
+    kube.patch(HAMI_ASCEND_CM, {"data": {c.HAMI_ASCEND_CONFIGMAP_KEY: text}})
+
+
+def _passes(operator: OperatorProcess, name: str, since: int) -> int:
+    found = re.findall(rf"sharingpolicy/{name}: pass done: ", operator.log()[since:])
+    return len(found)
+
+
+# -- 1. what Tessera writes, what it keeps, and a converged policy writes nothing -----------------
+
+
+def test_soft_slicing_writes_only_tesseras_fields_and_a_converged_policy_writes_nothing(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    names = _ascend_nodes(kube, "asc-sp-a", 2)
+    outside = _ascend_nodes(kube, "asc-sp-x", 1)  # an Ascend node no policy selects
+    filters = {"index": [1], "uuid": []}
+    human = {"name": "asc-sp-human", "hami-vnpu-core": False, "filterDevices": filters}
+    _seed(kube, [human, {"name": names[0], "filterDevices": filters}])
+
+    _create_policy(kube, "asc-sp-a", "asc-sp-a", {"softSlicing": True, "vDeviceCount": 4})
+    obj = wait_ready(kube, "asc-sp-a")
+
+    entries = _entries(kube)
+    assert entries[names[0]] == {
+        "name": names[0],
+        "filterDevices": filters,  # a person's field inside Tessera's entry
+        "hami-vnpu-core": True,
+        "vDeviceCount": 4,
+    }
+    assert entries[names[1]] == {"name": names[1], "hami-vnpu-core": True, "vDeviceCount": 4}
+    assert entries["asc-sp-human"] == human  # a person's entry for another node
+    assert outside[0] not in entries
+    cm = _config_map(kube)
+    assert _managed(cm) & {*names, *outside} == set(names)
+    assert obj["status"]["nodes"] == {"matched": 2, "applied": 2, "conflicted": 0}
+    assert obj["status"]["advertised"] == {NPU: "16"}  # 2 nodes x 2 NPUs x 4 slots
+    ready = condition(obj, "Ready")
+    assert ready is not None and ready["reason"] == "Applied"
+    assert all(settled(kube, n) for n in names)
+
+    # converged: passes over two resync intervals leave the ConfigMap as it was
+    assert cm is not None
+    version = cm["metadata"]["resourceVersion"]
+    mark = len(operator.log())
+    eventually(lambda: _passes(operator, "asc-sp-a", mark) >= 3, 30, "three passes (>= 2 resyncs)")
+    assert _config_map(kube)["metadata"]["resourceVersion"] == version  # type: ignore[index]
+
+
+# -- 2. in place vs. cordon/drain ------------------------------------------------------------------
+
+
+class Timeline:
+    """Every version of some nodes and of HAMi's Ascend ConfigMap, ordered by resourceVersion.
+
+    Both come from one etcd, whose revisions order every write of the cluster, so comparing
+    them says whether a node was cordoned when its entry changed.
+    """
+
+    def __init__(self, kube: Kube, names: Iterable[str]) -> None:
+        self.names = set(names)
+        self.nodes: list[tuple[int, str, bool]] = []  # (revision, node, unschedulable)
+        self.entries: list[tuple[int, dict[str, Any]]] = []  # (revision, entries by node)
+        self._lock = threading.Lock()
+        self.informers = [
+            Informer(kube, "/api/v1/nodes", self._node, name="asc-sp-nodes"),
+            Informer(
+                kube,
+                path_of("v1", "configmaps", namespace=c.HAMI_NAMESPACE),
+                self._config_map,
+                name="asc-sp-cm",
+                field_selector=f"metadata.name={c.HAMI_ASCEND_CONFIGMAP_NAME}",
+            ),
+        ]
+
+    def __enter__(self) -> Timeline:
+        for informer in self.informers:
+            informer.start()
+        for informer in self.informers:
+            eventually(informer.synced.is_set, what=f"{informer.name} synced")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for informer in self.informers:
+            informer.stop()
+
+    def _node(self, kind: str, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        if name in self.names and kind != "DELETED":
+            cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
+            with self._lock:
+                self.nodes.append((int(obj["metadata"]["resourceVersion"]), name, cordoned))
+
+    def _config_map(self, kind: str, obj: Obj) -> None:
+        if kind == "DELETED":
+            return
+        docs = _document(obj).get("nodes") or []
+        mine = {e["name"]: e for e in docs if e.get("name") in self.names}
+        with self._lock:
+            self.entries.append((int(obj["metadata"]["resourceVersion"]), mine))
+
+    def cordoned(self) -> set[str]:
+        """Nodes that were ever cordoned while recording."""
+        with self._lock:
+            return {name for _, name, cordoned in self.nodes if cordoned}
+
+    def most_cordoned_at_once(self) -> int:
+        now: set[str] = set()
+        most = 0
+        with self._lock:
+            for _, name, cordoned in sorted(self.nodes):
+                (now.add if cordoned else now.discard)(name)
+                most = max(most, len(now))
+        return most
+
+    def cordoned_at(self, name: str, revision: int) -> bool:
+        """Whether ``name`` was cordoned at ``revision`` (its last version before it)."""
+        with self._lock:
+            mine = [(rv, cordoned) for rv, n, cordoned in sorted(self.nodes) if n == name]
+        before = [cordoned for rv, cordoned in mine if rv < revision]
+        return bool(before and before[-1])
+
+    def first_change(self, name: str, field: str, value: Any) -> int | None:
+        """The revision at which ``name``'s entry first had ``field == value``."""
+        with self._lock:
+            for rv, entries in sorted(self.entries, key=lambda item: item[0]):
+                if (entries.get(name) or {}).get(field) == value:
+                    return rv
+        return None
+
+
+def _npu_pod(kube: Kube, name: str, node_name: str) -> None:
+    """A pod using one NPU, owned by a ReplicaSet (nothing runs it here; the GC keeps the pod),
+    guarded by a PodDisruptionBudget that allows no disruption yet."""
+    rs = kube.create(
+        f"/apis/apps/v1/namespaces/{WORK}/replicasets",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "main", "image": "cann"}]},
+                },
+            },
+        },
+    )
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "controller": True}
+    owner["uid"] = rs["metadata"]["uid"]
+    pod = gpu_pod(name, NPU, node=node_name, labels={"app": name}, ownerReferences=[owner])
+    kube.create(path_of("v1", "pods", namespace=WORK), pod)
+    budget = {
+        "metadata": {"name": name},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
+    }
+    kube.create(f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets", budget)
+    eventually(
+        lambda: (_pdb(kube, name).get("status") or {}).get("currentHealthy") == 1,
+        what=f"the disruption controller counted pod {name} as running",
+    )
+
+
+def _pdb(kube: Kube, name: str) -> Obj:
+    return kube.get(f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets/{name}")
+
+
+def _pod(kube: Kube, name: str) -> Obj | None:
+    return kube.get_or_none(path_of("v1", "pods", name, WORK))
+
+
+def _reconciling(kube: Kube, name: str, reason: str) -> bool:
+    cond = condition(policy(kube, name), "Reconciling")
+    return bool(cond and cond["status"] == "True" and cond["reason"] == reason)
+
+
+def _evicted(kube: Kube, policy_name: str, pod: str) -> str | None:
+    """The policy's event saying it evicted ``pod`` through the Eviction API."""
+    return event_with(kube, policy_name, "Evict", f"{WORK}/{pod}")
+
+
+def _cordoned(kube: Kube, names: Iterable[str]) -> set[str]:
+    return {n for n in names if (node(kube, n).get("spec") or {}).get("unschedulable")}
+
+
+def test_slot_count_changes_in_place_and_turning_soft_slicing_off_drains_node_by_node(
+    kube: Kube,
+) -> None:
+    names = _ascend_nodes(kube, "asc-sp-b", 2)
+    _create_policy(kube, "asc-sp-b", "asc-sp-b", {"softSlicing": True, "vDeviceCount": 4})
+    wait_ready(kube, "asc-sp-b")
+    pods = [f"asc-sp-npu-{i}" for i in range(len(names))]
+    for pod, node_name in zip(pods, names, strict=True):
+        _npu_pod(kube, pod, node_name)
+
+    with Timeline(kube, names) as seen:
+        # in place: HAMi's plugin rereads vDeviceCount; running vNPUs stay where they are
+        kube.patch(f"{SP}/asc-sp-b", {"spec": {"ascend": {"vDeviceCount": 6}}})
+        obj = wait_ready(kube, "asc-sp-b")
+        assert obj["metadata"]["generation"] == 2
+        assert obj["status"]["advertised"] == {NPU: "24"}  # 2 nodes x 2 NPUs x 6 slots
+        entries = _entries(kube)
+        assert all(
+            entries[n] == {"name": n, "hami-vnpu-core": True, "vDeviceCount": 6} for n in names
+        )
+        assert seen.cordoned() == set()
+        assert all(_pod(kube, p) is not None for p in pods)
+
+        # disruptive: soft -> template slicing, node by node, each drained first
+        kube.patch(f"{SP}/asc-sp-b", {"spec": {"ascend": {"softSlicing": False}}})
+        eventually(lambda: _reconciling(kube, "asc-sp-b", "Draining"), 30, "Reconciling/Draining")
+        cordoned = _cordoned(kube, names)
+        assert len(cordoned) == 1, cordoned  # maxUnavailable 1
+        entries = _entries(kube)  # the PDBs allow no eviction: nothing changed yet
+        assert all(entries[n]["hami-vnpu-core"] is True for n in names)
+        assert all(_pod(kube, p) is not None for p in pods)
+
+        for pod in pods:
+            path = f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets/{pod}"
+            kube.patch(path, {"spec": {"minAvailable": 0}})
+        eventually(lambda: all(_pod(kube, p) is None for p in pods), 60, "both pods evicted")
+        obj = wait_ready(kube, "asc-sp-b", 60)
+        eventually(lambda: all(settled(kube, n) for n in names), what="both nodes uncordoned")
+
+    assert obj["metadata"]["generation"] == 3
+    entries = _entries(kube)
+    assert all(entries[n] == {"name": n, "hami-vnpu-core": False} for n in names)
+    assert obj["status"]["advertised"] == {}  # template slicing: not predicted here
+    assert seen.cordoned() == set(names)
+    assert seen.most_cordoned_at_once() == 1
+    for n in names:
+        flipped = seen.first_change(n, "hami-vnpu-core", False)
+        assert flipped is not None, f"{n}: entry never seen with hami-vnpu-core false"
+        assert seen.cordoned_at(n, flipped), f"{n}: entry changed while the node was schedulable"
+    for pod in pods:
+        assert eventually(partial(_evicted, kube, "asc-sp-b", pod), what=f"Evict event for {pod}")
+
+
+# -- 3. deletion -----------------------------------------------------------------------------------
+
+
+def test_deletion_removes_only_tesseras_fields_and_a_new_policy_drains_again(
+    kube: Kube,
+) -> None:
+    names = _ascend_nodes(kube, "asc-sp-c", 2)
+    filters = {"index": [0], "uuid": []}
+    human = {"name": "asc-sp-c-human", "hami-vnpu-core": True, "vDeviceCount": 3}
+    _seed(kube, [human, {"name": names[0], "filterDevices": filters}])
+    soft = {"softSlicing": True, "vDeviceCount": 4}
+    _create_policy(kube, "asc-sp-c", "asc-sp-c", soft)
+    wait_ready(kube, "asc-sp-c")
+    kube.patch(f"{SP}/asc-sp-c", {"spec": {"ascend": {"softSlicing": False}}})
+    wait_ready(kube, "asc-sp-c", 60)
+    eventually(lambda: all(settled(kube, n) for n in names), what="rollout finished")
+    assert all(_entries(kube)[n]["hami-vnpu-core"] is False for n in names)
+    assert all(label(kube, n, HAMI_MODE) == "vnpu-template" for n in names)  # the rollout's mark
+
+    delete_policy(kube, "asc-sp-c")
+    entries = _entries(kube)
+    assert entries[names[0]] == {"name": names[0], "filterDevices": filters}
+    assert names[1] not in entries  # nothing but Tessera's fields was left in it
+    assert entries["asc-sp-c-human"] == human
+    assert not _managed(_config_map(kube)) & set(names)
+    for n in names:
+        assert settled(kube, n)
+        labels = node(kube, n)["metadata"].get("labels") or {}
+        left = {k for k in labels if k in (HAMI_MODE, c.DEVICE_PLUGIN_CONFIG_LABEL)}
+        assert left == set(), f"{n} keeps {left}"  # nothing the rollout marked it with
+
+    # the released nodes are new to a new policy: first config in place, and the flip drains
+    _create_policy(kube, "asc-sp-c", "asc-sp-c", soft)
+    wait_ready(kube, "asc-sp-c")
+    with Timeline(kube, names) as seen:
+        kube.patch(f"{SP}/asc-sp-c", {"spec": {"ascend": {"softSlicing": False}}})
+        wait_ready(kube, "asc-sp-c", 60)
+        eventually(lambda: all(settled(kube, n) for n in names), what="rollout finished")
+    assert seen.cordoned() == set(names)
+    assert seen.most_cordoned_at_once() == 1
+    for n in names:
+        flipped = seen.first_change(n, "hami-vnpu-core", False)
+        assert flipped is not None and seen.cordoned_at(n, flipped), n
