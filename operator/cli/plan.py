@@ -50,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also preview deleting every NodePoolGeometry, SharingPolicy and TenantQuota "
         "in the cluster that no manifest names (what Argo CD pruning would delete)",
     )
+    plan.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="with --prune: prune only objects with these labels (kubectl -l syntax, e.g. "
+        "app.kubernetes.io/instance=gpu-platform)",
+    )
     plan.add_argument("-o", "--output", choices=("text", "json"), default="text")
     plan.set_defaults(func=_plan)
     sub = plan.add_subparsers(dest="plan_command", metavar="snapshot")
@@ -59,10 +66,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from tessera.domain import preview, preview_text
+    from tessera.domain import preview, preview_text, selectors
 
     if not args.filename:
         print("tessera plan: give at least one -f MANIFEST", file=sys.stderr)
+        return ERROR
+    if args.selector is not None and not args.prune:
+        print("tessera plan: -l/--selector narrows --prune; give --prune too", file=sys.stderr)
+        return ERROR
+    try:
+        selector = selectors.parse(args.selector) if args.selector is not None else None
+    except ValueError as err:
+        print(f"tessera plan: -l {args.selector!r}: {err}", file=sys.stderr)
         return ERROR
     try:
         manifests, notes = preview.parse_manifests(_documents(args.filename))
@@ -72,7 +87,12 @@ def _plan(args: argparse.Namespace) -> int:
             else read_cluster(args.kubeconfig)
         )
         result = preview.preview(
-            cluster, manifests, datetime.now(UTC), locations(), prune=args.prune
+            cluster,
+            manifests,
+            datetime.now(UTC),
+            locations(),
+            prune=args.prune,
+            prune_selector=selector,
         )
     except (preview.ManifestError, OSError, yaml.YAMLError, ClusterUnreadable) as err:
         print(f"tessera plan: {err}", file=sys.stderr)

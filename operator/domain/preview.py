@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
+from tessera.api.v1alpha1.common import LabelSelector
 
 if TYPE_CHECKING:
     from .preview_prune import Deletion
@@ -252,16 +253,18 @@ def preview(
     now: datetime,
     where: Locations | None = None,
     prune: bool = False,
+    prune_selector: LabelSelector | None = None,
 ) -> Preview:
     """What applying ``manifests`` (already parsed by ``parse_manifests``) would do.
 
-    With ``prune``, every Tessera object no manifest names is deleted too.
+    With ``prune``, every Tessera object no manifest names is deleted too (only those
+    ``prune_selector`` selects, when given).
     """
     from . import preview_geometry, preview_prune, preview_quota, preview_sharing
 
     loc = where or Locations()
     wanted = list(manifests)
-    gone = preview_prune.pruned(cluster, wanted) if prune else ()
+    gone = preview_prune.pruned(cluster, wanted, prune_selector) if prune else ()
     after = preview_prune.without(cluster.with_objects(wanted), gone)
     geometry = preview_geometry.previews(cluster, after, wanted, now, loc)
     sharing = preview_sharing.previews(cluster, after, wanted, now, loc)

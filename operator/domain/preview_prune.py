@@ -30,8 +30,9 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
+from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-from tessera.domain import rollout
+from tessera.domain import rollout, selectors
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota.quantities import QuantityError, counts
 
@@ -107,14 +108,21 @@ def release_of(
     return Release(view.name, tuple(holds), tuple(then), waits, tuple(warnings))
 
 
-def pruned(cluster: Cluster, manifests: Iterable[Raw]) -> tuple[Raw, ...]:
-    """The live Tessera objects of the three kinds that no manifest names, kind then name."""
+def pruned(
+    cluster: Cluster, manifests: Iterable[Raw], selector: LabelSelector | None = None
+) -> tuple[Raw, ...]:
+    """The live Tessera objects of the three kinds that no manifest names, kind then name.
+
+    ``selector`` narrows them to the objects carrying its labels, as ``kubectl apply
+    --prune -l`` does (an Argo CD application's tracking label, for instance).
+    """
     named = {(m["kind"], m["metadata"]["name"]) for m in manifests}
     return tuple(
         obj
         for kind in KIND_ORDER
         for name, obj in sorted(cluster.of_kind(kind).items())
         if (kind, name) not in named
+        and (selector is None or selectors.matches(selector, obj["metadata"].get("labels") or {}))
     )
 
 

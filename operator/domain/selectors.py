@@ -11,6 +11,7 @@ decide "which objects does this select" with it, and they must agree with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from tessera.api.v1alpha1.common import LabelSelector, LabelSelectorRequirement
@@ -50,3 +51,59 @@ def describe(selector: LabelSelector | None) -> str:
             op = "in" if r.operator == "In" else "notin"
             parts.append(f"{r.key} {op} ({','.join(r.values)})")
     return ",".join(parts) or "<everything>"
+
+
+_TERM = re.compile(
+    r"^(?:(?P<not>!)\s*(?P<absent>[^\s=!(),]+)"
+    r"|(?P<key>[^\s=!(),]+)\s*(?:(?P<op>==|=|!=)\s*(?P<value>[^\s=!(),]*)"
+    r"|\s+(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?)$"
+)
+
+
+def parse(text: str) -> LabelSelector:
+    """``kubectl -l`` syntax (``k=v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``, ``k notin (a)``).
+
+    Raises ValueError naming the term it cannot read.
+    """
+    labels: dict[str, str] = {}
+    expressions: list[LabelSelectorRequirement] = []
+    for term in _terms(text):
+        found = _TERM.match(term)
+        if found is None:
+            raise ValueError(f"cannot read selector term {term!r}")
+        if found["absent"]:
+            expressions.append(
+                LabelSelectorRequirement(key=found["absent"], operator="DoesNotExist")
+            )
+        elif found["op"] in ("=", "=="):
+            labels[found["key"]] = found["value"]
+        elif found["op"] == "!=":
+            expressions.append(
+                LabelSelectorRequirement(
+                    key=found["key"], operator="NotIn", values=[found["value"]]
+                )
+            )
+        elif found["set"]:
+            values = [v.strip() for v in found["values"].split(",") if v.strip()]
+            operator = "In" if found["set"] == "in" else "NotIn"
+            expressions.append(
+                LabelSelectorRequirement(key=found["key"], operator=operator, values=values)
+            )
+        else:
+            expressions.append(LabelSelectorRequirement(key=found["key"], operator="Exists"))
+    return LabelSelector(match_labels=labels, match_expressions=expressions)
+
+
+def _terms(text: str) -> list[str]:
+    """Split on the commas that are not inside ``( … )``."""
+    terms, depth, current = [], 0, ""
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip() or terms:
+        terms.append(current.strip())
+    return terms

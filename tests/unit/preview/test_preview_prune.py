@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
 from preview_builders import (
@@ -22,7 +24,8 @@ from preview_builders import (
     world,
 )
 
-from tessera.domain import preview, preview_text
+from tessera.cli.main import main
+from tessera.domain import preview, preview_text, selectors
 
 # -- which objects are pruned --------------------------------------------------------------------
 
@@ -126,3 +129,44 @@ def test_an_object_already_being_deleted_says_so() -> None:
     [obj] = preview.preview(world(namespace("a-1", team="a"), tenant), [], T0, prune=True).objects
     assert obj.deletion is not None
     assert obj.deletion.effects[0].startswith("already being deleted (since 2026-08-01T09:00:00Z)")
+
+
+# -- -l: prune only what carries the application's labels ----------------------------------------
+
+
+def _labelled(obj: dict[str, Any], **labels: str) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app.kubernetes.io/instance=gpu-platform", ["TenantQuota/ours"]),
+        ("app.kubernetes.io/instance", ["TenantQuota/ours", "TenantQuota/theirs"]),
+        ("app.kubernetes.io/instance notin (gpu-platform)", ["TenantQuota/mine", "TenantQuota/theirs"]),
+        ("!app.kubernetes.io/instance", ["TenantQuota/mine"]),
+    ],
+)  # fmt: skip
+def test_a_selector_narrows_what_prune_deletes(selector: str, expected: list[str]) -> None:
+    key = "app.kubernetes.io/instance"
+    ours = _labelled(tenant_quota("ours", "a"), **{key: "gpu-platform"})
+    theirs = _labelled(tenant_quota("theirs", "b"), **{key: "research"})
+    mine = tenant_quota("mine", "c")  # created by hand, outside any application
+    result = preview.preview(
+        world(ours, theirs, mine), [], T0, prune=True, prune_selector=selectors.parse(selector)
+    )
+    assert preview_text.as_json(result)["deleted"] == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-l", "app=x"], "give --prune too"),
+        (["--prune", "-l", "app=x=y"], "cannot read selector term 'app=x=y'"),
+    ],
+)
+def test_the_cli_refuses_a_selector_it_cannot_use(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "-f", "-", *args]) == 1
+    assert says in capsys.readouterr().err

@@ -96,3 +96,22 @@ def test_equal_top_priority_is_a_conflict_naming_policies_and_nodes() -> None:
 def test_tie_below_a_winner_is_no_conflict() -> None:
     got = assign([policy("a"), policy("b"), policy("c", priority=1)], [gpu_node("n1")])
     assert dict(got.owner) == {"n1": "c"} and got.conflicts == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["app=x", "app=x,tier notin (db,cache)", "app in (a,b),!legacy,env", "k notin (a)"],
+)
+def test_kubectl_selector_syntax_reads_back_as_written(text: str) -> None:
+    from tessera.domain.selectors import describe, parse
+
+    assert describe(parse(text)) == text
+
+
+def test_kubectl_selector_equality_forms_mean_what_kubectl_means() -> None:
+    from tessera.domain.selectors import matches, parse
+
+    assert matches(parse("app==x"), {"app": "x"}) and not matches(parse("app=x"), {})
+    assert matches(parse("app!=x"), {}), "!= also selects objects without the key"
+    assert not matches(parse("app!=x"), {"app": "x"})
+    assert matches(parse(""), {"any": "thing"}), "an empty selector selects everything"
