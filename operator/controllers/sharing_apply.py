@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
@@ -33,7 +34,14 @@ from .sharing_observe import Document, serialize
 log = logging.getLogger("tessera.sharingpolicy")
 
 
-def apply(ctx: Context, plan: planning.SharingPlan, nvidia: Document, ascend: Document) -> int:
+@dataclass(frozen=True)
+class Applied:
+    writes: int
+    plugin_map: bool
+    """Whether the device-plugin ConfigMap took this plan's keys (False: no label was written)."""
+
+
+def apply(ctx: Context, plan: planning.SharingPlan, nvidia: Document, ascend: Document) -> Applied:
     keys = _plugin_map(ctx, plan.device_plugin)
     writes = 0
     if keys >= 0:  # keys could not be written: no label may point at them
@@ -42,7 +50,7 @@ def apply(ctx: Context, plan: planning.SharingPlan, nvidia: Document, ascend: Do
     # (no GPU Operator namespace, as in a cluster of Ascend nodes only).
     writes += _entries(ctx, nvidia, plan.hami_nvidia)
     writes += _entries(ctx, ascend, plan.hami_ascend)
-    return writes
+    return Applied(writes, keys >= 0)
 
 
 def _labels(ctx: Context, cm: ConfigMapPlan) -> int:

@@ -103,9 +103,9 @@ def _converge(
         cleared = rollout_targets.cleared(assign(snap.policies, snap.facts.values()), views)
         plan = planning.plan(snap.policies, snap.observed(), settings, cleared)
         stale = rollout_targets.stale_mode_labels(plan.assignment, snap.facts)
-        writes = sharing_apply.apply(ctx, plan, snap.nvidia, snap.ascend)
-        writes += sharing_apply.drop_mode_labels(ctx, stale)
-        _announce(ctx, obj, plan, snap)
+        applied = sharing_apply.apply(ctx, plan, snap.nvidia, snap.ascend)
+        writes = applied.writes + sharing_apply.drop_mode_labels(ctx, stale)
+        _announce(ctx, obj, plan, snap, plugin_map=applied.plugin_map)
         total += writes
         if writes == 0:
             break
@@ -113,10 +113,20 @@ def _converge(
 
 
 def _announce(
-    ctx: Context, obj: Obj | None, plan: planning.SharingPlan, snap: sharing_observe.Snapshot
+    ctx: Context,
+    obj: Obj | None,
+    plan: planning.SharingPlan,
+    snap: sharing_observe.Snapshot,
+    *,
+    plugin_map: bool = True,
 ) -> None:
-    """Events: each restored hand edit on the policy it belongs to; other writes in the log."""
-    notes = (*plan.device_plugin.notes, *plan.hami_nvidia.notes, *plan.hami_ascend.notes)
+    """Events: each restored hand edit on the policy it belongs to; other writes in the log.
+
+    ``plugin_map`` False: the device-plugin ConfigMap could not be written (no GPU Operator
+    namespace), so its notes describe writes that did not happen and are not announced.
+    """
+    written = plan.device_plugin.notes if plugin_map else ()
+    notes = (*written, *plan.hami_nvidia.notes, *plan.hami_ascend.notes)
     for note in notes:
         log.info("%s: %s", note.action, note.message)
     moved = [n.message for n in notes if not n.restores]
