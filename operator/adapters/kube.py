@@ -117,27 +117,10 @@ class Kube:
         field_selector: str | None = None,
         page_size: int = 500,
     ) -> builtins.list[Obj]:
-        return list(
-            self.iter(
-                path,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                page_size=page_size,
-            )
-        )
-
-    def iter(
-        self,
-        path: str,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        page_size: int = 500,
-    ) -> Iterator[Obj]:
-        for page in self.pages(
+        pages = self.pages(
             path, label_selector=label_selector, field_selector=field_selector, page_size=page_size
-        ):
-            yield from page.get("items", [])
+        )
+        return [item for page in pages for item in page.get("items", [])]
 
     def pages(
         self,

@@ -51,6 +51,39 @@ def gpu_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
 
 
+def owned_pod(
+    kube: Kube, namespace: str, name: str, node: str, resource: str = "nvidia.com/gpu"
+) -> None:
+    """A pod using ``resource`` on ``node``, owned by a ReplicaSet labelled ``app=<name>``.
+
+    No controller runs the ReplicaSet here (the GC keeps the pod); the owner makes the pod
+    evictable the way a drain expects, and the label is what a PDB selects it by.
+    """
+    rs = kube.create(
+        f"/apis/apps/v1/namespaces/{namespace}/replicasets",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "main", "image": "workload"}]},
+                },
+            },
+        },
+    )
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": name,
+        "controller": True,
+        "uid": rs["metadata"]["uid"],
+    }
+    pod = gpu_pod(name, resource, node=node, labels={"app": name}, ownerReferences=[owner])
+    kube.create(path_of("v1", "pods", namespace=namespace), pod)
+
+
 def custom(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "tessera.io/v1alpha1",

@@ -38,7 +38,7 @@ from tessera.devcluster import fleet, kubelet
 from tessera.domain.sharing import rollout_targets
 
 from .conftest import OperatorProcess
-from .helpers import condition, eventually, gpu_pod, namespace
+from .helpers import condition, eventually, namespace, owned_pod
 from .sharing_support import (
     SP,
     delete_policy,
@@ -257,24 +257,7 @@ class Timeline:
 def _npu_pod(kube: Kube, name: str, node_name: str) -> None:
     """A pod using one NPU, owned by a ReplicaSet (nothing runs it here; the GC keeps the pod),
     guarded by a PodDisruptionBudget that allows no disruption yet."""
-    rs = kube.create(
-        f"/apis/apps/v1/namespaces/{WORK}/replicasets",
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "main", "image": "cann"}]},
-                },
-            },
-        },
-    )
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "controller": True}
-    owner["uid"] = rs["metadata"]["uid"]
-    pod = gpu_pod(name, NPU, node=node_name, labels={"app": name}, ownerReferences=[owner])
-    kube.create(path_of("v1", "pods", namespace=WORK), pod)
+    owned_pod(kube, WORK, name, node_name, NPU)
     budget = {
         "metadata": {"name": name},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},

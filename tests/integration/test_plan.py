@@ -77,6 +77,26 @@ def _ready(kube: Kube, path: str) -> bool:
     )
 
 
+def save_snapshot(kubeconfig: Path, path: Path) -> str:
+    """``tessera plan snapshot`` of the live cluster, written to ``path``; its text."""
+    saved = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tessera.cli.main",
+            "plan",
+            "snapshot",
+            f"--kubeconfig={kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    path.write_text(saved)
+    return saved
+
+
 def test_hash_matches_the_operator_and_approves_the_rollout(
     kube: Kube, operator: OperatorProcess, agents: None, control_plane: Any, tmp_path: Path
 ) -> None:
@@ -136,22 +156,8 @@ def test_geometry_change_live_and_from_a_snapshot(
     assert any("mig-parted" in d["where"] and "1g.10gb: 7" in d["diff"] for d in live["configs"])
     assert "-> " in text and "Config gpu-operator/tessera-mig-parted-config" in text
     snap = tmp_path / "cluster.yaml"
-    saved = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tessera.cli.main",
-            "plan",
-            "snapshot",
-            f"--kubeconfig={kubeconfig}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    snap.write_text(saved.stdout)
-    kinds = {d["kind"] for d in yaml.safe_load_all(saved.stdout) if d}
+    saved = save_snapshot(kubeconfig, snap)
+    kinds = {d["kind"] for d in yaml.safe_load_all(saved) if d}
     assert {"Node", "Namespace", "ConfigMap", "NodePoolGeometry"} <= kinds
     code, offline, _ = plan(None, change, snapshot=snap)
     assert code == 2
@@ -338,22 +344,7 @@ def test_prune_previews_the_deletion_of_what_the_manifests_omit(
     assert "  - plan-prune-0: holds taint tessera.io/geometry-pending" in text
     # the same from a snapshot
     snap = tmp_path / "prune-cluster.yaml"
-    snap.write_text(
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tessera.cli.main",
-                "plan",
-                "snapshot",
-                f"--kubeconfig={kubeconfig}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    )
+    save_snapshot(kubeconfig, snap)
     code, offline, _ = plan(None, manifests, snapshot=snap, prune=True)
     assert code == 2 and offline["deleted"] == doc["deleted"]
     assert _object(offline, "plan-prune")["deletion"] == pool["deletion"]

@@ -17,7 +17,7 @@ from tessera.api import constants as c
 from tessera.devcluster import gpunode, kubelet
 
 from .conftest import OperatorProcess
-from .helpers import condition, eventually, gpu_pod, namespace
+from .helpers import condition, eventually, namespace, owned_pod
 from .sharing_support import (
     GPU,
     PLUGIN_CM,
@@ -320,25 +320,8 @@ def _reconciling(kube: Kube, name: str, reason: str) -> bool:
 
 
 def _owned_pod(kube: Kube, name: str, node_name: str) -> None:
-    """A GPU pod owned by a ReplicaSet (no controller runs it here; the GC keeps the pod)."""
-    rs = kube.create(
-        "/apis/apps/v1/namespaces/sp-work/replicasets",
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "main", "image": "cuda"}]},
-                },
-            },
-        },
-    )
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "controller": True}
-    owner["uid"] = rs["metadata"]["uid"]
-    pod = gpu_pod(name, node=node_name, labels={"app": name}, ownerReferences=[owner])
-    kube.create(path_of("v1", "pods", namespace="sp-work"), pod)
+    """A GPU pod owned by a ReplicaSet, running (the simulated kubelet starts it)."""
+    owned_pod(kube, "sp-work", name, node_name)
     eventually(lambda: ((_pod(kube, name) or {}).get("status") or {}).get("phase") == "Running")  # type: ignore[attr-defined]
 
 
