@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: help dev test verify unit integration crds deploy demo demo-down bench controlplane clean
+.PHONY: help dev test verify unit fuzz integration crds deploy demo demo-down bench controlplane clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,11 @@ verify: $(STAMP) ## ruff, mypy --strict, import-linter, generated files are fres
 
 unit: $(STAMP) ## unit tests (pure domain, milliseconds each)
 	$(PY) -m pytest tests/unit -q
+
+fuzz: $(STAMP) ## property tests with fresh random seeds, ten rounds (make test runs them derandomized)
+	for round in 1 2 3 4 5 6 7 8 9 10; do \
+		TESSERA_HYPOTHESIS=explore $(PY) -m pytest tests/unit -q -p no:cacheprovider || exit 1; \
+	done
 
 integration: $(STAMP) controlplane ## integration tests against a real local control plane
 	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) -m pytest tests/integration -q

@@ -9,6 +9,7 @@ budget allows. And it must be a pure function: same inputs, same plan.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -98,30 +99,45 @@ def test_plan_invariants(
     assert p == plan(POOL, spec, want, nodes, pods, pdbs, T0)  # pure and deterministic
     by_name = {n.name: n for n in nodes}
     by_key = {(q.namespace, q.name): q for q in pods}
-    admitted = 0
-    for a in p.actions:
-        n = by_name[a.node]
-        if isinstance(a, act.Uncordon):
-            assert n.state is not None and not n.state.orig
-        if isinstance(a, act.Evict | act.DeletePod):
-            q = by_key[(a.namespace, a.name)]
-            assert not (q.is_daemonset or q.is_mirror or q.deletion_timestamp)
-        if isinstance(a, act.Cordon) and want[a.node].invalid:
-            assert n.state is not None and in_flight(n.state)  # only a rollout already under way
-        if (
-            isinstance(a, act.SetNodeState)
-            and a.state.phase == Phase.CORDONED
-            and (n.state is None or not in_flight(n.state))
-        ):
-            assert not want[a.node].invalid
-            admitted += 0 if (n.unschedulable or not n.ready) else 1
-    taken = sum(
-        1
+    taken = {
+        n.name
         for n in nodes
         if n.unschedulable or not n.ready or n.state_error or (n.state and in_flight(n.state))
-    )
-    assert admitted <= max(0, budget(spec.max_unavailable, len(nodes)) - taken)
+    }
+    for stage in p.stages:
+        admitted = 0
+        for a in stage:
+            n = by_name[a.node]
+            if isinstance(a, act.Uncordon):
+                assert n.state is not None and not n.state.orig
+            if isinstance(a, act.Evict | act.DeletePod):
+                q = by_key[(a.namespace, a.name)]
+                assert not (q.is_daemonset or q.is_mirror or q.deletion_timestamp)
+            if isinstance(a, act.Cordon) and want[a.node].invalid:
+                assert n.state is not None and in_flight(
+                    n.state
+                )  # only a rollout already under way
+            if (
+                isinstance(a, act.SetNodeState)
+                and a.state.phase == Phase.CORDONED
+                and (n.state is None or not in_flight(n.state))
+            ):
+                assert not want[a.node].invalid
+                admitted += 0 if (n.unschedulable or not n.ready) else 1
+        assert admitted <= max(0, budget(spec.max_unavailable, len(nodes)) - len(taken))
+        # A node released in this stage frees its slot for the next stage's admissions.
+        taken -= {
+            a.node
+            for a in stage
+            if isinstance(a, act.ClearNodeState) and _released(by_name[a.node], stage)
+        }
     assert len(p.problems) <= 20
+
+
+def _released(n: NodeView, stage: Sequence[act.Action]) -> bool:
+    """Whether clearing this node's state in `stage` leaves it schedulable and ready."""
+    uncordoned = any(isinstance(a, act.Uncordon) and a.node == n.name for a in stage)
+    return n.ready and not n.state_error and (uncordoned or not n.unschedulable)
 
 
 @settings(max_examples=60, deadline=None)
