@@ -6,6 +6,10 @@ node configs, calls ``plan`` once, and applies the result in order
 what they run) when their policy is invalid, when the rule that fails depends
 on the node, when two policies tie on them, or when their change is
 disruptive and the rollout engine has not yet cleared them (``cleared``).
+
+The device-plugin ConfigMap is planned only once an NVIDIA node exists or the
+map does: a cluster of Ascend nodes has no GPU Operator to read it (and usually
+no namespace to write it in).
 """
 
 from __future__ import annotations
@@ -119,9 +123,11 @@ def plan(
     results = {n: replace(r, node_errors=tuple(failed[n])) for n, r in results.items()}
     contents = {r.key: r.content for r in results.values() if r.valid and r.key and r.content}
     managed = configmap.managed_keys(seen.plugin_annotations)
-    cm = configmap.plan(
-        ref, data, managed=managed, contents=contents, nodes=seen.nodes, targets=targets
-    )
+    cm = configmap.ConfigMapPlan(ref)  # no NVIDIA node and no map yet: no plugin reads one
+    if seen.plugin_data is not None or any(n.vendor == "nvidia" for n in seen.nodes):
+        cm = configmap.plan(
+            ref, data, managed=managed, contents=contents, nodes=seen.nodes, targets=targets
+        )
     nv = hami.plan_entries(
         seen.hami_nvidia,
         list_key=hami.NVIDIA_LIST,

@@ -27,7 +27,7 @@ class World:
 
     def observe(self) -> planning.Observed:
         return planning.Observed(
-            tuple(self.nodes.values()), self.data, self.annotations,
+            tuple(self.nodes.values()), self.data or None, self.annotations,
             self.nvidia, self.nvidia_managed, self.ascend, self.ascend_managed,
         )  # fmt: skip
 
@@ -207,6 +207,18 @@ def test_hami_core_with_mps_mode_and_ascend_soft_slicing() -> None:
         "nodes": []
     }
     assert hami.managed_annotation(w.nvidia_managed) == ""
+
+
+def test_ascend_only_cluster_plans_no_device_plugin_map_until_a_gpu_node_joins() -> None:
+    w = world(npu_node("a1", npus=4))
+    p = policy("h", "HAMiCore", hamiCore={"mode": "TimeSlicing"}, ascend={"softSlicing": True})
+    plan = w.converge([p])
+    assert plan.device_plugin.converged and w.data == {} and w.annotations == {}
+    assert w.ascend["nodes"][0]["name"] == "a1"  # HAMi's Ascend entries still written
+    w.nodes["g1"] = gpu_node("g1")
+    w.converge([p], cleared=frozenset({"g1"}))
+    assert "default" in w.data  # the GPU Operator can read the map from now on
+    assert [e["name"] for e in w.nvidia["nodeconfig"]] == ["g1"]
 
 
 def test_invalid_policy_is_stalled_and_touches_nothing() -> None:
