@@ -3,7 +3,9 @@
 Builds the wiring once — API adapter, settings, clock — and hands kopf a
 registry whose handlers close over it. Two replicas coordinate through kopf
 peering (``--peering``): the one with the higher ``--priority`` acts, the
-other waits, so two operators never drain the same pool at once.
+other waits, so two operators never drain the same pool at once. Under
+peering every pass also holds a writer Lease (``tessera.domain.lease``), so a
+handover waits for the last pass of the replica handing over.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 from typing import TYPE_CHECKING
 
 from tessera.api import constants as c
@@ -19,6 +22,9 @@ if TYPE_CHECKING:  # imported lazily below: `tessera --version` must not load th
     import kopf
 
     from tessera.controllers.runtime import Settings
+
+
+OPERATOR_NAMESPACE = "tessera-system"  # where config/ and the Helm chart install the operator
 
 
 def namespaced_name(text: str) -> tuple[str, str]:
@@ -38,6 +44,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--peering", default="", help="ClusterKopfPeering name (empty: standalone)")
     run.add_argument(
         "--priority", type=int, default=0, help="peering priority (distinct per replica)"
+    )
+    run.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", OPERATOR_NAMESPACE),
+        help="namespace of the writer Lease held under --peering (default: %(default)s)",
+    )
+    run.add_argument(
+        "--lease-name",
+        default="tessera-writer",
+        help="the writer Lease (keep in step with the RBAC resourceNames; default: %(default)s)",
+    )
+    run.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+        help="this replica's name in the writer Lease (default: $POD_NAME, else host-pid)",
     )
     run.add_argument("--metrics-port", type=int, default=8000, help="0 disables /metrics")
     run.add_argument(
@@ -100,8 +121,9 @@ def _run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     from tessera.adapters.kube import Kube
-    from tessera.controllers.runtime import Context, pod_index
-    from tessera.handlers.wiring import TAKEOVER_GRACE_S, build_registry
+    from tessera.controllers.runtime import Context, pod_index, utcnow
+    from tessera.controllers.writer_lease import WriterLease
+    from tessera.handlers.wiring import build_registry
     from tessera.observability import logs, tracing
 
     logs.configure(args.log_level, args.log_format)
@@ -113,7 +135,10 @@ def _run(args: argparse.Namespace) -> int:
     ctx = Context(kube, settings_from(args), pod_index=pods)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
-    registry = build_registry(ctx, takeover_grace=TAKEOVER_GRACE_S if args.peering else 0.0)
+    lease = None
+    if args.peering:
+        lease = WriterLease(kube, args.lease_namespace, args.lease_name, args.identity, utcnow)
+    registry = build_registry(ctx, lease=lease)
     try:
         _operate(args, registry)
     finally:

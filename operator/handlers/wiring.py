@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -23,17 +23,15 @@ from tessera.adapters.kube import ApiError
 from tessera.api import constants as c
 from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.runtime import STOPPING, Context, Result
+from tessera.controllers.writer_lease import WriterLease
 from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint
 from tessera.observability import metrics
 
 log = logging.getLogger("tessera.handlers")
+T = TypeVar("T")
 RETRY_SECONDS = 5.0  # after a failed pass
-TAKEOVER_GRACE_S = 2.0
-"""With peering, a replica that starts or resumes waits this long before its first pass.
-kopf drops a stopping replica's peer record before that replica's pass in flight has
-finished (a pass runs in a thread kopf cannot interrupt); the stopping replica admits no
-new node once told to stop, and this grace lets its last writes land before the other
-replica observes the cluster."""
+LEASE_RETRY_S = 1.0
+"""A pass that finds the writer Lease held by a live peer looks again this much later."""
 
 
 def transient(err: ApiError) -> bool:
@@ -63,12 +61,12 @@ CONTROLLERS: tuple[Controller, ...] = (
 )
 
 
-def build_registry(ctx: Context, *, takeover_grace: float = 0.0) -> kopf.OperatorRegistry:
-    """``takeover_grace``: seconds a daemon waits before its first pass (see ``TAKEOVER_GRACE_S``)."""
+def build_registry(ctx: Context, *, lease: WriterLease | None = None) -> kopf.OperatorRegistry:
+    """``lease``: with peering, every pass first holds this writer Lease (``domain.lease``)."""
     registry = kopf.OperatorRegistry()
     wakeups = Wakeups()
     for controller in CONTROLLERS:
-        _register_kind(registry, ctx, wakeups, controller, takeover_grace)
+        _register_kind(registry, ctx, wakeups, controller, lease)
     _register_watches(registry, wakeups)
     _register_sharing_maps(registry, ctx, wakeups)
 
@@ -103,7 +101,7 @@ def _register_kind(
     ctx: Context,
     wakeups: Wakeups,
     controller: Controller,
-    takeover_grace: float,
+    lease: WriterLease | None,
 ) -> None:
     plural = controller.plural
 
@@ -113,20 +111,27 @@ def _register_kind(
         plural,
         registry=registry,
         cancellation_timeout=10,
-        initial_delay=takeover_grace or None,
         id="reconcile",
     )
     async def run(name: str, stopped: kopf.DaemonStopped, **_: Any) -> None:
         STOPPING.set(lambda: bool(stopped))  # this task's context, copied into each pass
         wake = wakeups.event(plural, name)
         seconds = metrics.RECONCILE_SECONDS.labels(controller.kind)
+        if lease is not None:
+            lease.daemon_started()
         try:
             while not stopped:
                 wake.clear()
                 started = time.monotonic()
                 try:
-                    result = await asyncio.to_thread(controller.reconcile, ctx, name)
-                    delay = result.requeue_after or ctx.settings.resync_seconds
+                    result = await asyncio.to_thread(
+                        _guarded, lease, lambda: controller.reconcile(ctx, name)
+                    )
+                    delay = (
+                        LEASE_RETRY_S
+                        if isinstance(result, Waiting)
+                        else result.requeue_after or ctx.settings.resync_seconds
+                    )
                 except ApiError as err:  # the message says it all: no stack for an answer
                     level = logging.WARNING if transient(err) else logging.ERROR
                     log.log(level, "%s/%s: reconcile failed: %s; retrying", plural, name, err)
@@ -142,6 +147,8 @@ def _register_kind(
                     waiter.cancel()
         finally:
             wakeups.forget(plural, name)
+            if lease is not None:
+                await asyncio.to_thread(lease.daemon_stopped)
 
     seen: dict[str, tuple[object, ...]] = {}
 
@@ -157,10 +164,31 @@ def _register_kind(
 
     @kopf.on.delete(c.GROUP, c.VERSION, plural, registry=registry, id="finalize")
     async def delete(name: str, **_: Any) -> None:
-        if not await asyncio.to_thread(controller.finalize, ctx, name):
+        finalized = await asyncio.to_thread(_guarded, lease, lambda: controller.finalize(ctx, name))
+        if isinstance(finalized, Waiting):
+            raise kopf.TemporaryError(f"writer lease {finalized.reason}", delay=LEASE_RETRY_S)
+        if not finalized:
             raise kopf.TemporaryError("backing out in-flight nodes", delay=2)
         for other in CONTROLLERS:  # e.g. another tenant may now own a namespace
             wakeups.wake_all(other.plural)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A pass that did not run: another replica holds the writer Lease."""
+
+    reason: str
+
+
+def _guarded(lease: WriterLease | None, work: Callable[[], T]) -> T | Waiting:
+    """Run one pass, holding the writer Lease when there is one."""
+    if lease is None:
+        return work()
+    with lease.writing() as claim:
+        if claim.verdict != "held":
+            log.debug("writer lease %s; looking again in %.0f s", claim.reason, LEASE_RETRY_S)
+            return Waiting(claim.reason)
+        return work()
 
 
 def _register_watches(registry: kopf.OperatorRegistry, wakeups: Wakeups) -> None:

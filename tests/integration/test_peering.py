@@ -7,6 +7,9 @@ join one ClusterKopfPeering: replica A (priority 200) and then replica B
 Then A exits cleanly (SIGTERM, so kopf takes its peer record away), the pool's
 layout changes, and B carries the second rollout through. Throughout, a
 Witness watches that no more than ``maxUnavailable`` nodes are out at once.
+Every pass of a replica under peering holds the writer Lease
+(``tessera.domain.lease``): A holds it while active and gives it back on exit;
+and a Lease held by a live stranger stops every write until it is given back.
 
 The session's standalone operator ignores peering and would act alongside
 both replicas, so it is stopped for the test and started again afterwards.
@@ -15,7 +18,8 @@ both replicas, so it is stopped for the test and started again afterwards.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,7 @@ from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 from tessera.devcluster import fleet
 from tessera.devcluster.controlplane import ControlPlane
+from tessera.domain import lease
 
 from .conftest import ROOT, Kubectl, OperatorProcess
 from .helpers import custom, eventually, gpu_agents
@@ -32,6 +37,7 @@ from .test_faults import Witness, restarted_at_exit, wait_ready
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 PEERINGS = "/apis/kopf.dev/v1/clusterkopfpeerings"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases/tessera-writer"
 PEERING = "tessera-peer-test"
 POOL = "peer-pool"
 NODES = 4
@@ -129,6 +135,27 @@ def _assert_layout(kube: Kube, names: list[str], profile: str, per_node: int) ->
     return configs
 
 
+def _holder(kube: Kube) -> str:
+    lease = kube.get_or_none(LEASE)
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+def _replica(
+    control_plane: ControlPlane, operator: OperatorProcess, peering: str, folder: Path
+) -> Callable[[str, int], OperatorProcess]:
+    def replica(name: str, priority: int) -> OperatorProcess:
+        return OperatorProcess(
+            control_plane,
+            folder / f"replica-{name}.log",
+            f"--peering={peering}",
+            f"--priority={priority}",
+            f"--identity=replica-{name}",
+            kubeconfig=operator.kubeconfig,
+        )
+
+    return replica
+
+
 def _assert_clean(replica: OperatorProcess, who: str) -> None:
     log = replica.log()
     for bad in ("Traceback", "forbidden"):
@@ -145,15 +172,7 @@ def test_only_the_higher_priority_replica_acts_and_the_other_takes_over_when_it_
     pool_nodes: list[str],
     tmp_path: Path,
 ) -> None:
-    def replica(name: str, priority: int) -> OperatorProcess:
-        return OperatorProcess(
-            control_plane,
-            tmp_path / f"replica-{name}.log",
-            f"--peering={peering}",
-            f"--priority={priority}",
-            kubeconfig=operator.kubeconfig,
-        )
-
+    replica = _replica(control_plane, operator, peering, tmp_path)
     a, b = replica("a", HIGH), replica("b", LOW)
     with restarted_at_exit(operator), Witness(kube, POOL) as witness:
         operator.stop()
@@ -170,6 +189,7 @@ def test_only_the_higher_priority_replica_acts_and_the_other_takes_over_when_it_
             kube.create(NPG, custom("NodePoolGeometry", POOL, _spec(LAYOUT_A)))
             wait_ready(kube, POOL, 90, f"{POOL} Ready with two replicas running")
             first = _assert_layout(kube, pool_nodes, "3g.40gb", 8)
+            assert _holder(kube) == "replica-a"
 
             assert _cordoned(a.log()) == set(pool_nodes), _actions(a.log())
             assert b.proc is not None and b.proc.poll() is None, "replica B exited"
@@ -179,6 +199,7 @@ def test_only_the_higher_priority_replica_acts_and_the_other_takes_over_when_it_
             # -- A exits cleanly: kopf takes its record away and B takes over --------------------
             a.stop()
             assert a.proc is not None and a.proc.returncode == 0, (a.proc, a.log()[-4000:])
+            assert _holder(kube) in ("", "replica-b"), _holder(kube)  # given back on exit
             eventually(lambda: HIGH not in _peers(kube), 30, "replica A's peer record removed")
             eventually(lambda: RESUMED in b.log(), 60, "replica B resuming")
 
@@ -186,6 +207,7 @@ def test_only_the_higher_priority_replica_acts_and_the_other_takes_over_when_it_
             wait_ready(kube, POOL, 90, f"{POOL} Ready with the new layout, replica B alone")
             second = _assert_layout(kube, pool_nodes, "1g.10gb", 8 * 7)
             assert _cordoned(b.log()) == set(pool_nodes), _actions(b.log())
+            assert _holder(kube) == "replica-b"
         finally:
             b.stop()
             a.stop()
@@ -196,3 +218,45 @@ def test_only_the_higher_priority_replica_acts_and_the_other_takes_over_when_it_
         assert witness.layouts.get(name) == [first[name], second[name]], witness.layouts.get(name)
     _assert_clean(a, "A")
     _assert_clean(b, "B")
+
+
+def test_a_writer_lease_held_by_a_live_stranger_stops_every_write_until_given_back(
+    kube: Kube,
+    operator: OperatorProcess,
+    control_plane: ControlPlane,
+    agents: None,
+    peering: str,
+    pool_nodes: list[str],
+    tmp_path: Path,
+) -> None:
+    """The replica kopf elects still writes nothing while another holds the Lease."""
+    now = datetime.now(UTC).strftime(lease.MICRO_TIME)
+    stranger = {"holderIdentity": "stranger", "leaseDurationSeconds": 3600, "renewTime": now}
+    current = kube.get_or_none(LEASE)
+    if current is None:
+        kube.create(
+            LEASE.rsplit("/", 1)[0], {"metadata": {"name": "tessera-writer"}, "spec": stranger}
+        )
+    else:
+        kube.patch(LEASE, {"spec": stranger})
+    a = _replica(control_plane, operator, peering, tmp_path)("a", HIGH)
+    with restarted_at_exit(operator), Witness(kube, POOL) as witness:
+        operator.stop()
+        try:
+            a.start()
+            kube.create(NPG, custom("NodePoolGeometry", POOL, _spec(LAYOUT_A)))
+            eventually(lambda: "held by stranger" in a.log(), 60, "replica A waiting for the Lease")
+            pool = kube.get(f"{NPG}/{POOL}")
+            status = pool.get("status") or {}  # the CRD's default is observedGeneration 0
+            assert not status.get("conditions"), status  # not even its status was written
+            assert not _cordoned(a.log()), _actions(a.log())
+            assert all(not n["spec"].get("unschedulable") for n in _nodes(kube))
+
+            kube.patch(LEASE, {"spec": {"holderIdentity": None}})  # given back
+            wait_ready(kube, POOL, 90, f"{POOL} Ready once the Lease is free")
+            _assert_layout(kube, pool_nodes, "3g.40gb", 8)
+            assert _holder(kube) == "replica-a"
+        finally:
+            a.stop()
+    assert 0 < witness.worst <= MAX_UNAVAILABLE, witness.worst
+    _assert_clean(a, "A")
