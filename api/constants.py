@@ -45,6 +45,8 @@ GPU_COMPUTE_MINOR_LABEL = "nvidia.com/gpu.compute.minor"
 # Set by the Ascend device plugin; any of these marks an Ascend node.
 NPU_CHIP_NAME_LABEL = "node.kubernetes.io/npu.chip.name"
 HAMI_ASCEND_NODE_LABEL = "ascend"
+# HAMi's Ascend device plugin DaemonSet runs on nodes labelled ascend=on (its nodeSelector).
+HAMI_ASCEND_NODE_VALUE = "on"
 # GPU Operator ClusterPolicy devicePlugin.config: ConfigMap in the operator namespace.
 DEVICE_PLUGIN_CONFIGMAP_NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_CONFIGMAP_NAME = "device-plugin-configs"
@@ -61,6 +63,11 @@ HAMI_ASCEND_CONFIGMAP_NAME = "hami-device-node-config"
 HAMI_ASCEND_CONFIGMAP_KEY = "node-config.yaml"
 # On a HAMi ConfigMap: the nodes whose entries Tessera owns fields of (comma list, sorted).
 MANAGED_NODES_ANNOTATION = "tessera.io/managed-nodes"
+# Written on a Node by HAMi's Ascend device plugin: the physical cards it registered
+# (JSON list, one object per card) under <prefix><commonWord>, the commonWord being the
+# suffix of its huawei.com/<commonWord> resource; and "true"/"false" for soft slicing.
+HAMI_NODE_REGISTER_ANNOTATION_PREFIX = "hami.io/node-register-"
+HAMI_VNPU_CORE_ANNOTATION = "hami-vnpu-core"
 DRAIN_SKIP_LABEL = "tessera.io/drain.skip"
 # --- NodePoolGeometry (mig-parted ConfigMap read by the GPU Operator's MIG manager) ---
 # Point the GPU Operator at it with migManager.config.name; the key must be config.yaml.

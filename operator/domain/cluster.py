@@ -141,15 +141,17 @@ def needs_pods(
 
 
 def sharing_facts(node: Raw) -> node_facts.NodeFacts:
+    """The node as the sharing rules see it; NPUs are physical cards, even under HAMi."""
     meta = node["metadata"]
+    annotations = meta.get("annotations") or {}
     alloc = (node.get("status") or {}).get("allocatable") or {}
     npu = next((k for k in sorted(alloc) if k.startswith("huawei.com/Ascend")), None)
     count = str(alloc.get(npu, "0")) if npu else "0"
     return node_facts.from_node(
         meta["name"],
         meta.get("labels") or {},
-        meta.get("annotations") or {},
-        npus=int(count) if count.isdigit() else 0,
+        annotations,
+        npus=node_facts.physical_npus(annotations, npu, int(count) if count.isdigit() else 0),
         npu_resource=npu,
     )
 

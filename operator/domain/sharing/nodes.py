@@ -9,6 +9,7 @@ the Node object and every decision below stays a pure function of it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -67,7 +68,8 @@ def from_node(
 ) -> NodeFacts:
     """Read GFD (and Ascend) labels into ``NodeFacts``.
 
-    NPU counts come from allocatable, not labels, so the caller passes them.
+    NPU counts come from the Node's allocatable and annotations, not labels, so
+    the caller passes them (see ``physical_npus``).
     """
     strategy = labels.get(c.MIG_STRATEGY_LABEL, "none")
     mig_strategy: MigStrategy = strategy if strategy in ("single", "mixed") else "none"  # type: ignore[assignment]
@@ -96,6 +98,30 @@ def from_node(
         npus=npus,
         npu_resource=npu_resource,
     )
+
+
+def physical_npus(annotations: Mapping[str, str], resource: str | None, allocatable: int) -> int:
+    """The physical NPUs behind ``resource`` (``huawei.com/<CW>``), ``allocatable`` of them.
+
+    HAMi's Ascend device plugin registers ``vDeviceCount`` kubelet devices per
+    card, so there allocatable is already cards x slots; the cards themselves
+    are listed in its ``hami.io/node-register-<CW>`` annotation, one object
+    each. Without that annotation the node runs a plugin that advertises whole
+    cards, and allocatable is the count. An annotation that does not parse as a
+    list of objects counts as absent: a broken annotation must not fail a pass.
+    """
+    if not resource:
+        return allocatable
+    raw = annotations.get(c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX + resource.partition("/")[2])
+    if raw is None:
+        return allocatable
+    try:
+        cards = json.loads(raw)
+    except (ValueError, RecursionError):
+        return allocatable
+    if not isinstance(cards, list) or not all(isinstance(card, dict) for card in cards):
+        return allocatable
+    return len(cards)
 
 
 def _capability(labels: Mapping[str, str]) -> tuple[int, int] | None:

@@ -3,8 +3,10 @@
 Advertised capacity is what the device plugin will register once the config
 is in force: devices x replicas per node (GFD ``gpu.count`` for whole GPUs,
 the MIG counts under ``mixed``), summed over the nodes the policy governs.
-HAMi-core registers ``deviceSplitCount`` slots per GPU; HAMi's MIG mode
-depends on NVML discovery on the node and is not predicted.
+HAMi-core registers ``deviceSplitCount`` slots per GPU, and HAMi's Ascend
+plugin under soft slicing ``vDeviceCount`` slots per physical card
+(``NodeFacts.npus`` counts cards, not the slots allocatable already shows).
+HAMi's MIG mode depends on NVML discovery on the node and is not predicted.
 """
 
 from __future__ import annotations
