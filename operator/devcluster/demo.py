@@ -24,7 +24,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
-from . import fleet, gpunode, kubelet
+from . import fleet, gpunode, hami_ascend, kubelet
 from . import session as dev_session
 
 TENANT_LABEL = "tessera.io/tenant"
@@ -91,8 +91,13 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
     sims: list[Any] = [
         gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
         kubelet.Kubelet(kube).start(),
+        hami_ascend.HamiAscendPlugin(kube).start(),
     ]
-    names = ["gpu-agents (MIG manager, device-plugin config manager, GFD)", "kubelet"]
+    names = [
+        "gpu-agents (MIG manager, device-plugin config manager, GFD)",
+        "kubelet",
+        "HAMi Ascend device plugin (nodes labelled ascend=on)",
+    ]
     ascend = _ascend_agents()
     if ascend is not None:
         sims.append(ascend(kube, workdir).start())

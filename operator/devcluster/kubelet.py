@@ -6,18 +6,44 @@ would — Running, Ready — which is what makes PodDisruptionBudgets count them
 as healthy and the Eviction API consult the budget. When a pod is deleted
 gracefully it removes it after its grace period, capped by ``max_grace``.
 A pod annotated ``sim.tessera.io/stuck-terminating=true`` never goes away
-(fault injection).
+(fault injection). ``publish_devices`` is the kubelet's other job here: it
+writes what a device plugin registered into the node's allocatable.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 
 STUCK_ANNOTATION = "sim.tessera.io/stuck-terminating"
+
+
+def publish_devices(
+    kube: Kube, node: Mapping[str, Any], prefix: str, devices: Mapping[str, int]
+) -> None:
+    """Make ``devices`` the node's allocatable and capacity under ``prefix`` (a plugin's domain).
+
+    Resources outside ``prefix`` are kept; nothing is written when the node already
+    shows them; a node deleted meanwhile is not an error.
+    """
+    current = (node.get("status") or {}).get("allocatable") or {}
+    keep = {k: v for k, v in current.items() if not k.startswith(prefix)}
+    wanted = {**keep, **{k: str(v) for k, v in devices.items()}}
+    if wanted == current:
+        return
+    patch = [
+        {"op": "replace", "path": "/status/allocatable", "value": wanted},
+        {"op": "replace", "path": "/status/capacity", "value": wanted},
+    ]
+    try:
+        kube.patch(path_of("v1", "nodes", node["metadata"]["name"]) + "/status", patch, kind="json")
+    except ApiError as err:
+        if not err.not_found:
+            raise
 
 
 class Kubelet:

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from tessera.adapters.informer import Informer
-from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.adapters.kube import Kube, path_of
 from tessera.agent.vnpu import VnpuAgent
 from tessera.api import constants as c
 from tessera.domain.geometry import ascend
 
-from . import fake_npu_smi
+from . import fake_npu_smi, kubelet
 
 
 def advertised(
@@ -82,20 +82,5 @@ class AscendNodes:
 
     def _advertise(self, name: str, chip: ascend.Chip, npus: int) -> None:
         node = self.kube.get(path_of("v1", "nodes", name))
-        allocatable = node["status"].get("allocatable") or {}
-        keep = {k: v for k, v in allocatable.items() if not k.startswith("huawei.com/")}
-        wanted = {
-            **keep,
-            **{k: str(v) for k, v in advertised(chip, npus, self.npu_smi_state(name)).items()},
-        }
-        if wanted == allocatable:
-            return
-        patch = [
-            {"op": "replace", "path": "/status/allocatable", "value": wanted},
-            {"op": "replace", "path": "/status/capacity", "value": wanted},
-        ]
-        try:
-            self.kube.patch(path_of("v1", "nodes", name) + "/status", patch, kind="json")
-        except ApiError as err:
-            if not err.not_found:
-                raise
+        devices = advertised(chip, npus, self.npu_smi_state(name))
+        kubelet.publish_devices(self.kube, node, "huawei.com/", devices)

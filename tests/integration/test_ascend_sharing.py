@@ -10,22 +10,24 @@ The module creates no ``gpu-operator`` namespace: run alone, it is a cluster
 of Ascend nodes only, where the device-plugin ConfigMap cannot be written and
 HAMi's entries must be written all the same.
 
-Not simulated: HAMi's Ascend device plugin. Nothing here reads
-``hami-device-node-config``, so no node re-advertises ``vDeviceCount`` slots
-per NPU; the tests check what Tessera writes and reports (entries, annotation,
-status, the rollout's cordon/drain/uncordon and its ``tessera.io/hami-mode``
-mark), never a changed allocatable. For the same reason no test turns soft
-slicing *on* for a node that had it off: that rollout verifies the node's
-allocatable against ``vDeviceCount`` slots per NPU, which only the real plugin
-would advertise.
+HAMi's Ascend device plugin is simulated (``tessera.devcluster.hami_ascend``)
+on every node here, all labelled ``ascend=on``: it reads
+``hami-device-node-config`` and, per node, registers ``vDeviceCount`` slots per
+card as allocatable (7 per 310P3 card when no count is set), lists the two
+physical cards in ``hami.io/node-register-Ascend310P`` and writes
+``hami-vnpu-core``. So ``status.advertised`` is checked against a node whose
+allocatable is already multiplied, and turning soft slicing *on* rolls out and
+verifies the allocatable the plugin advertises.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterable, Iterator
 from functools import partial
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -34,7 +36,7 @@ import yaml
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, kubelet
+from tessera.devcluster import fleet, hami_ascend, kubelet
 from tessera.domain.sharing import rollout_targets
 
 from .conftest import OperatorProcess
@@ -52,22 +54,38 @@ from .sharing_support import (
 
 HAMI_ASCEND_CM = path_of("v1", "configmaps", c.HAMI_ASCEND_CONFIGMAP_NAME, c.HAMI_NAMESPACE)
 NPU = "huawei.com/Ascend310P"
+REGISTER = c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX + "Ascend310P"
 HAMI_MODE = rollout_targets.HAMI_MODE_LABEL
 WORK = "asc-sp-work"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def agents(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
-    """Only the kubelet stand-in: it runs the NPU pods, and nothing simulates HAMi."""
+    """The kubelet stand-in (it runs the NPU pods) and HAMi's Ascend device plugin."""
     namespace(kube, WORK)
-    runner = kubelet.Kubelet(kube).start()
+    sims = [kubelet.Kubelet(kube).start(), hami_ascend.HamiAscendPlugin(kube).start()]
     yield
-    runner.stop()
+    for sim in sims:
+        sim.stop()
 
 
 def _ascend_nodes(kube: Kube, pool: str, count: int) -> list[str]:
-    """``count`` Ascend 310P3 nodes with 2 NPUs each, labelled ``tessera.io/pool=<pool>``."""
-    return fleet.create_nodes(kube, fleet.pool(pool, "Ascend310P3", count, devices=2))
+    """``count`` Ascend 310P3 nodes with 2 NPUs each, labelled ``tessera.io/pool=<pool>`` and
+    ``ascend=on`` (HAMi's plugin runs there)."""
+    on = {c.HAMI_ASCEND_NODE_LABEL: c.HAMI_ASCEND_NODE_VALUE}
+    specs = [
+        fleet.NodeSpec(f"{pool}-{i}", "Ascend310P3", 2, pool=pool, labels=on) for i in range(count)
+    ]
+    return fleet.create_nodes(kube, specs)
+
+
+def _advertised_by_hami(kube: Kube, name: str) -> tuple[int, int, str]:
+    """(cards in HAMi's register annotation, allocatable NPUs, ``hami-vnpu-core``)."""
+    obj = node(kube, name)
+    notes = obj["metadata"].get("annotations") or {}
+    cards = json.loads(notes.get(REGISTER, "[]"))
+    alloc = int((obj.get("status") or {}).get("allocatable", {}).get(NPU, "0"))
+    return len(cards), alloc, notes.get(c.HAMI_VNPU_CORE_ANNOTATION, "")
 
 
 def _create_policy(kube: Kube, name: str, pool: str, ascend: dict[str, Any]) -> None:
@@ -160,6 +178,13 @@ def test_soft_slicing_writes_only_tesseras_fields_and_a_converged_policy_writes_
     assert _managed(cm) & {*names, *outside} == set(names)
     assert obj["status"]["nodes"] == {"matched": 2, "applied": 2, "conflicted": 0}
     assert obj["status"]["advertised"] == {NPU: "16"}  # 2 nodes x 2 NPUs x 4 slots
+    eventually(  # what HAMi's plugin advertises adds up to it; 7 slots per card by default
+        lambda: (
+            [_advertised_by_hami(kube, n) for n in [*names, *outside]]
+            == [(2, 8, "true"), (2, 8, "true"), (2, 14, "false")]
+        ),
+        what="HAMi's plugin advertising 2 cards x 4 slots (2 x 7 outside the policy)",
+    )
     ready = condition(obj, "Ready")
     assert ready is not None and ready["reason"] == "Applied"
     assert all(settled(kube, n) for n in names)
@@ -184,7 +209,7 @@ class Timeline:
 
     def __init__(self, kube: Kube, names: Iterable[str]) -> None:
         self.names = set(names)
-        self.nodes: list[tuple[int, str, bool]] = []  # (revision, node, unschedulable)
+        self.nodes: list[tuple[int, str, bool, int]] = []  # (revision, node, unschedulable, NPUs)
         self.entries: list[tuple[int, dict[str, Any]]] = []  # (revision, entries by node)
         self._lock = threading.Lock()
         self.informers = [
@@ -213,8 +238,9 @@ class Timeline:
         name = obj["metadata"]["name"]
         if name in self.names and kind != "DELETED":
             cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
+            npus = int(((obj.get("status") or {}).get("allocatable") or {}).get(NPU, "0"))
             with self._lock:
-                self.nodes.append((int(obj["metadata"]["resourceVersion"]), name, cordoned))
+                self.nodes.append((int(obj["metadata"]["resourceVersion"]), name, cordoned, npus))
 
     def _config_map(self, kind: str, obj: Obj) -> None:
         if kind == "DELETED":
@@ -227,13 +253,13 @@ class Timeline:
     def cordoned(self) -> set[str]:
         """Nodes that were ever cordoned while recording."""
         with self._lock:
-            return {name for _, name, cordoned in self.nodes if cordoned}
+            return {name for _, name, cordoned, _ in self.nodes if cordoned}
 
     def most_cordoned_at_once(self) -> int:
         now: set[str] = set()
         most = 0
         with self._lock:
-            for _, name, cordoned in sorted(self.nodes):
+            for _, name, cordoned, _ in sorted(self.nodes):
                 (now.add if cordoned else now.discard)(name)
                 most = max(most, len(now))
         return most
@@ -241,9 +267,15 @@ class Timeline:
     def cordoned_at(self, name: str, revision: int) -> bool:
         """Whether ``name`` was cordoned at ``revision`` (its last version before it)."""
         with self._lock:
-            mine = [(rv, cordoned) for rv, n, cordoned in sorted(self.nodes) if n == name]
+            mine = [(rv, cordoned) for rv, n, cordoned, _ in sorted(self.nodes) if n == name]
         before = [cordoned for rv, cordoned in mine if rv < revision]
         return bool(before and before[-1])
+
+    def uncordoned_with(self, name: str) -> list[int]:
+        """The allocatable NPUs ``name`` showed each time it went from cordoned to schedulable."""
+        with self._lock:
+            mine = [(cordoned, npus) for _, n, cordoned, npus in sorted(self.nodes) if n == name]
+        return [now[1] for before, now in pairwise(mine) if before[0] and not now[0]]
 
     def first_change(self, name: str, field: str, value: Any) -> int | None:
         """The revision at which ``name``'s entry first had ``field == value``."""
@@ -387,3 +419,43 @@ def test_deletion_removes_only_tesseras_fields_and_a_new_policy_drains_again(
     for n in names:
         flipped = seen.first_change(n, "hami-vnpu-core", False)
         assert flipped is not None and seen.cordoned_at(n, flipped), n
+
+
+# -- 4. template -> soft slicing: the rollout verifies what HAMi's plugin advertises ----------------
+
+
+def test_turning_soft_slicing_on_drains_and_verifies_the_allocatable_hami_advertises(
+    kube: Kube,
+) -> None:
+    names = _ascend_nodes(kube, "asc-sp-d", 2)
+    _create_policy(kube, "asc-sp-d", "asc-sp-d", {"softSlicing": False})
+    obj = wait_ready(kube, "asc-sp-d")
+    assert obj["status"]["advertised"] == {}  # template slicing: not predicted
+    eventually(  # HAMi's default: 21527 MB / 3072 MB = 7 slots per card, 2 cards
+        lambda: all(_advertised_by_hami(kube, n) == (2, 14, "false") for n in names),
+        what="HAMi's plugin advertising 2 cards x 7 slots per node",
+    )
+    pods = [f"asc-sp-d-npu-{i}" for i in range(len(names))]
+    for pod, node_name in zip(pods, names, strict=True):
+        owned_pod(kube, WORK, pod, node_name, NPU)
+
+    with Timeline(kube, names) as seen:
+        soft = {"softSlicing": True, "vDeviceCount": 5}
+        kube.patch(f"{SP}/asc-sp-d", {"spec": {"ascend": soft}})
+        obj = wait_ready(kube, "asc-sp-d", 90)
+        eventually(lambda: all(settled(kube, n) for n in names), what="both nodes uncordoned")
+
+    assert obj["metadata"]["generation"] == 2
+    assert obj["status"]["advertised"] == {NPU: "20"}  # 2 nodes x 2 cards x 5 slots
+    entries = _entries(kube)
+    assert all(entries[n] == {"name": n, "hami-vnpu-core": True, "vDeviceCount": 5} for n in names)
+    assert all(_advertised_by_hami(kube, n) == (2, 10, "true") for n in names)
+    assert all(label(kube, n, HAMI_MODE) == "hami-vnpu-core" for n in names)
+    assert seen.cordoned() == set(names)
+    assert seen.most_cordoned_at_once() == 1
+    for n in names:
+        flipped = seen.first_change(n, "hami-vnpu-core", True)
+        assert flipped is not None and seen.cordoned_at(n, flipped), n
+        # verified against the plugin's 2 cards x 5 slots before it was given back
+        assert seen.uncordoned_with(n) == [10], n
+    eventually(lambda: all(_pod(kube, p) is None for p in pods), 60, "both pods drained")
