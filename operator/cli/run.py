@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import socket
 from typing import TYPE_CHECKING
@@ -149,8 +150,8 @@ def _run(args: argparse.Namespace) -> int:
 def _operate(args: argparse.Namespace, registry: kopf.OperatorRegistry) -> None:
     import kopf
 
-    asyncio.run(
-        kopf.operator(
+    async def operate() -> None:
+        await kopf.operator(
             registry=registry,
             clusterwide=True,
             standalone=not args.peering,
@@ -160,4 +161,15 @@ def _operate(args: argparse.Namespace, registry: kopf.OperatorRegistry) -> None:
             if args.health_port
             else None,
         )
-    )
+        asyncio.get_running_loop().set_exception_handler(_after_stop)
+
+    asyncio.run(operate())
+
+
+def _after_stop(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+    """Once kopf has stopped, a watch stream it left open may fail to close as the loop
+    shuts down ("generator didn't stop after athrow()"): nothing is lost, so say it quietly."""
+    if "asyncgen" in context:
+        logging.getLogger("tessera.run").debug("at exit: %s", context.get("message"))
+        return
+    loop.default_exception_handler(context)

@@ -32,8 +32,8 @@ from tessera.devcluster.controlplane import ControlPlane
 from tessera.domain import lease
 
 from .conftest import ROOT, Kubectl, OperatorProcess
+from .faults import Witness, restarted_at_exit, wait_ready
 from .helpers import custom, eventually, gpu_agents
-from .test_faults import Witness, restarted_at_exit, wait_ready
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 PEERINGS = "/apis/kopf.dev/v1/clusterkopfpeerings"

@@ -1,0 +1,348 @@
+"""What the fault tests share: a Witness of every instant, a PDB-guarded workload, pool reads.
+
+The fault tests (``test_faults.py``: the API server, a second writer, a stuck
+agent or pod; ``test_faults_kill.py``: the operator SIGKILLed) and the peering
+test check the same promises, so the observers and assertions live here once.
+The session's operator process is shared: a test that kills it restarts it
+before it ends, whatever happens (``restarted_at_exit``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tessera.adapters.informer import Informer
+from tessera.adapters.kube import ApiError, Kube, Obj, path_of
+from tessera.api import constants as c
+from tessera.devcluster import fleet
+
+from .conftest import OperatorProcess
+from .helpers import condition, eventually, gpu_agents, gpu_pod, namespace
+
+NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
+SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
+LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
+LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
+SPARE = "faults-spare"  # where evicted pods come back: outside every pool
+
+
+@pytest.fixture(scope="module")
+def agents(kube: Kube) -> Iterator[None]:
+    spare = fleet.node_manifest(fleet.NodeSpec(SPARE, "H100-80GB"))
+    spare["metadata"]["labels"] = {"kubernetes.io/hostname": SPARE}  # no GPU labels: no agent
+    try:
+        kube.create("/api/v1/nodes", spare)
+    except ApiError as err:
+        if not err.conflict:
+            raise
+    with gpu_agents(kube):
+        yield
+
+
+# -- observing ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Witness:
+    """Watches a pool's Nodes (and a workload's Pods) for the whole test; records violations.
+
+    Built on the simulators' informer, so it re-lists after an API server
+    restart instead of losing track. ``on_phase`` is called with each node
+    rollout phase the moment it appears on a Node.
+    """
+
+    kube: Kube
+    pool: str
+    workload: Workload | None = None
+    on_phase: Callable[[str, str], None] = lambda phase, node: None
+    disrupted: dict[str, bool] = field(default_factory=dict)
+    worst: int = 0
+    layouts: dict[str, list[str]] = field(default_factory=dict)  # node -> mig.config values seen
+    phases: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _informers: list[Informer] = field(default_factory=list)
+
+    def __enter__(self) -> Witness:
+        self._informers.append(Informer(self.kube, "/api/v1/nodes", self._node, name="witness"))
+        if self.workload is not None:
+            self._informers.append(self.workload.informer())
+        for informer in self._informers:
+            informer.start()
+        for informer in self._informers:
+            eventually(informer.synced.is_set, 30, f"{informer.name} synced")
+        if self.workload is not None:
+            self.workload.arm()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for informer in self._informers:
+            informer.stop()
+        if self.workload is not None:
+            self.workload.stopped.set()
+
+    def _node(self, kind: str, node: Obj) -> None:
+        meta = node["metadata"]
+        labels = meta.get("labels") or {}
+        if labels.get(c.POOL_LABEL) != self.pool:
+            return
+        name = meta["name"]
+        ready = any(
+            x.get("type") == "Ready" and x.get("status") == "True"
+            for x in (node.get("status") or {}).get("conditions") or []
+        )
+        phase = (meta.get("annotations") or {}).get(c.NODE_PHASE_ANNOTATION)
+        with self._lock:
+            if kind == "DELETED":
+                self.disrupted.pop(name, None)
+                return
+            self.disrupted[name] = bool(node["spec"].get("unschedulable")) or not ready
+            self.worst = max(self.worst, sum(self.disrupted.values()))
+            seen = self.layouts.setdefault(name, [])
+            layout = labels.get(c.MIG_CONFIG_LABEL)
+            if layout and (not seen or seen[-1] != layout):
+                seen.append(layout)
+            if phase:
+                self.phases.add(phase)
+        if phase:
+            self.on_phase(phase, name)
+
+
+class Workload:
+    """GPU pods owned by a ReplicaSet, one per node, under a PDB of ``minAvailable: n - 1``.
+
+    No ReplicaSet controller or scheduler runs in the test control plane, so
+    this plays both: a deleted pod ``train-0`` comes back as ``train-0-again``
+    on the spare node outside the pool. So every pod a rollout should evict is
+    an original, each exactly once. (Not under the same name: after an API
+    server restart the disruption controller may have missed the deletion and
+    counts a pod of the old name as disrupted for its two-minute grace.) Like a
+    real controller it works from levels (which replicas are missing), so an
+    API server restart that swallows a DELETED event loses no replica.
+    """
+
+    def __init__(self, kube: Kube, ns: str, nodes: list[str]) -> None:
+        self.kube, self.ns = kube, ns
+        self.min_available = len(nodes) - 1
+        self.originals: dict[str, str] = {}  # uid -> name
+        self.evicted: dict[str, str] = {}  # uid -> name, first seen terminating or gone
+        self.ready: dict[str, bool] = {}
+        self.fewest_ready = len(nodes)
+        self.armed = False
+        self._lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.replacer = threading.Thread(target=self._replace, daemon=True, name="replicaset")
+        namespace(kube, ns)
+        owner = kube.create(
+            f"/apis/apps/v1/namespaces/{ns}/replicasets",
+            {
+                "metadata": {"name": "train"},
+                "spec": {
+                    "replicas": len(nodes),
+                    "selector": {"matchLabels": {"app": "train"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "train"}},
+                        "spec": {"containers": [{"name": "main", "image": "cuda"}]},
+                    },
+                },
+            },
+        )
+        self.owner_ref = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "train",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+        for i, node in enumerate(nodes):
+            pod = kube.create(path_of("v1", "pods", namespace=ns), self._pod(f"train-{i}", node))
+            self.originals[pod["metadata"]["uid"]] = pod["metadata"]["name"]
+        kube.create(
+            f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+            {
+                "metadata": {"name": "train"},
+                "spec": {
+                    "minAvailable": self.min_available,
+                    "selector": {"matchLabels": {"app": "train"}},
+                },
+            },
+        )
+        eventually(self._settled, 60, f"pods of {ns} running and their PDB counting them")
+
+    def _pod(self, name: str, node: str) -> Obj:
+        return gpu_pod(name, node=node, labels={"app": "train"}, ownerReferences=[self.owner_ref])
+
+    def _settled(self) -> bool:
+        pdb = self.kube.get(path_of("policy/v1", "poddisruptionbudgets", "train", self.ns))
+        return (pdb.get("status") or {}).get("currentHealthy") == len(self.originals)
+
+    def informer(self) -> Informer:
+        return Informer(
+            self.kube, path_of("v1", "pods", namespace=self.ns), self._seen, name="workload"
+        )
+
+    def _seen(self, kind: str, pod: Obj) -> None:
+        meta = pod["metadata"]
+        uid, name = meta["uid"], meta["name"]
+        gone = kind == "DELETED" or bool(meta.get("deletionTimestamp"))
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready = not gone and any(
+            x.get("type") == "Ready" and x.get("status") == "True" for x in conditions
+        )
+        with self._lock:
+            if gone:
+                self.evicted.setdefault(uid, name)
+            self.ready[uid] = ready
+            if self.armed:
+                self.fewest_ready = min(self.fewest_ready, sum(self.ready.values()))
+
+    def arm(self) -> None:
+        """Count ready replicas from now on (the initial listing delivers them one by one)."""
+        with self._lock:
+            self.fewest_ready = sum(self.ready.values())
+            self.armed = True
+        self.replacer.start()
+
+    def _replace(self) -> None:
+        names = set(self.originals.values())
+        collection = path_of("v1", "pods", namespace=self.ns)
+        while not self.stopped.wait(0.2):  # the simulated controller's resync period
+            try:
+                present = {p["metadata"]["name"] for p in self.kube.list(collection)}
+                for name in sorted(names - present):
+                    if f"{name}-again" not in present:
+                        self.kube.create(collection, self._pod(f"{name}-again", SPARE))
+            except ApiError:
+                continue  # API server away or a name taken meanwhile: next round
+
+    def check(self) -> None:
+        """Every original evicted exactly once, no replacement evicted, the PDB never broken."""
+        assert self.evicted == self.originals, (self.evicted, self.originals)
+        assert self.fewest_ready >= self.min_available, self.fewest_ready
+
+
+# -- acting on the operator -----------------------------------------------------------------------
+
+
+@contextmanager
+def restarted_at_exit(operator: OperatorProcess) -> Iterator[None]:
+    """Whatever a test did to the shared operator, it runs again when the test ends."""
+    mark = len(operator.log())
+    try:
+        yield
+    finally:
+        if operator.proc is None or operator.proc.poll() is not None:
+            operator.start()
+    tracebacks = operator.log()[mark:].count("Traceback")
+    assert tracebacks == 0, operator.log()[mark:][-6000:]
+
+
+def kill_and_restart(operator: OperatorProcess) -> None:
+    operator.kill()
+    operator.start()
+
+
+# -- reading the pool -----------------------------------------------------------------------------
+
+
+def pool_spec(pool: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
+    return {
+        "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
+        **layout,
+        "rollout": {"verifyTimeout": "1m", "drain": {"timeout": "1m"}, **rollout},
+    }
+
+
+def npg(kube: Kube, name: str) -> Obj | None:
+    return kube.get_or_none(f"{NPG}/{name}")
+
+
+def ready(kube: Kube, name: str) -> Obj | None:
+    obj = npg(kube, name)
+    cond = condition(obj, "Ready")
+    fresh = obj and obj.get("status", {}).get("observedGeneration") == obj["metadata"]["generation"]
+    return obj if fresh and cond and cond["status"] == "True" else None
+
+
+def wait_ready(kube: Kube, name: str, timeout: float, what: str) -> Obj:
+    """The pool once Ready for its generation; on timeout the failure shows status and nodes."""
+    try:
+        return eventually(lambda: ready(kube, name), timeout, what)
+    except AssertionError as err:
+        status = json.dumps((npg(kube, name) or {}).get("status"), indent=1)
+        nodes = {
+            n["metadata"]["name"]: (
+                (n["metadata"].get("annotations") or {}).get(c.NODE_STATE_ANNOTATION),
+                n["metadata"]["labels"].get(c.MIG_CONFIG_STATE_LABEL),
+            )
+            for n in pool_nodes(kube, name)
+        }
+        pdbs = {
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}": p.get("status")
+            for p in kube.list("/apis/policy/v1/poddisruptionbudgets")
+            if p["metadata"]["namespace"].startswith(name)
+        }
+        pods = {
+            f"{p['metadata']['name']}@{p['spec'].get('nodeName')}": p["status"].get("phase")
+            for p in kube.list("/api/v1/pods")
+            if p["metadata"]["namespace"].startswith(name)
+        }
+        raise AssertionError(
+            f"{err}\nstatus: {status}\nnodes: {nodes}\npdbs: {pdbs}\npods: {pods}"
+        ) from None
+
+
+def stalled(kube: Kube, name: str) -> dict[str, Any] | None:
+    obj = npg(kube, name)
+    cond = condition(obj, "Stalled")
+    fresh = obj and obj.get("status", {}).get("observedGeneration") == obj["metadata"]["generation"]
+    return cond if fresh and cond and cond["status"] == "True" else None
+
+
+def pool_nodes(kube: Kube, pool: str) -> list[Obj]:
+    return kube.list("/api/v1/nodes", label_selector=f"{c.POOL_LABEL}={pool}")
+
+
+def node_of(kube: Kube, name: str) -> Obj:
+    return kube.get(path_of("v1", "nodes", name))
+
+
+def assert_released(kube: Kube, pool: str, admin_cordoned: frozenset[str] = frozenset()) -> None:
+    """Tessera left nothing behind: no cordon of its own, no taint, no rollout state."""
+    for node in pool_nodes(kube, pool):
+        name = node["metadata"]["name"]
+        held = bool(node["spec"].get("unschedulable"))
+        assert held == (name in admin_cordoned), (name, node["metadata"].get("annotations"))
+        taints = [t["key"] for t in node["spec"].get("taints") or []]
+        assert c.GEOMETRY_PENDING_TAINT not in taints, name
+        annotations = node["metadata"].get("annotations") or {}
+        assert c.NODE_STATE_ANNOTATION not in annotations, name
+        assert c.NODE_PHASE_ANNOTATION not in annotations, name
+
+
+def assert_each_layout_requested_once(witness: Witness, kube: Kube, pool: str) -> None:
+    for node in pool_nodes(kube, pool):
+        name = node["metadata"]["name"]
+        wanted = node["metadata"]["labels"][c.MIG_CONFIG_LABEL]
+        assert witness.layouts.get(name) == [wanted], (name, witness.layouts.get(name))
+        assert node["metadata"]["labels"][c.MIG_CONFIG_STATE_LABEL] == "success", name
+
+
+def sp_ready(kube: Kube, name: str) -> bool:
+    obj = kube.get(f"{SP}/{name}")
+    cond = condition(obj, "Ready")
+    fresh = obj.get("status", {}).get("observedGeneration") == obj["metadata"]["generation"]
+    return bool(fresh and cond and cond["status"] == "True")
+
+
+def events(kube: Kube, name: str, reason: str) -> list[Obj]:
+    events = kube.list(
+        "/api/v1/namespaces/default/events", field_selector=f"involvedObject.name={name}"
+    )
+    return [e for e in events if e.get("reason") == reason]
