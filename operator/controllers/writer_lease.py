@@ -26,6 +26,7 @@ from typing import Any
 
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.domain import lease as decide
+from tessera.observability import metrics
 
 log = logging.getLogger("tessera.lease")
 LEASES = "coordination.k8s.io/v1"
@@ -132,6 +133,7 @@ class WriterLease:
             if not self._held:
                 log.info("took writer lease %s/%s (%s)", self.namespace, self.name, claim.reason)
             self._held, self._renewed = True, now
+        metrics.WRITER_LEASE.set(1)
         return decide.Claim("held", claim.reason)
 
     def _report_wait(self, holder: str, reason: str) -> None:
@@ -143,6 +145,7 @@ class WriterLease:
     def _lost(self, reason: str) -> None:
         with self._lock:
             was, self._held = self._held, False
+        metrics.WRITER_LEASE.set(0)
         if was:
             log.error("writer lease %s/%s lost: %s", self.namespace, self.name, reason)
 
@@ -155,6 +158,7 @@ class WriterLease:
             if self._passes or self._daemons or not self._held:
                 return
             self._held, self._renewed = False, None
+        metrics.WRITER_LEASE.set(0)
         now = self.clock()
         try:
             current = self.kube.get_or_none(self.path)

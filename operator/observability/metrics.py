@@ -41,6 +41,10 @@ QUOTA = Gauge(
     "Tenant quota figures per resource (used, hard, total).",
     ["tenant", "resource", "figure"],
 )
+WRITER_LEASE = Gauge(
+    "tessera_writer_lease_held",
+    "1 while this replica holds the writer Lease (under peering), else 0.",
+)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ both replicas, so it is stopped for the test and started again afterwards.
 from __future__ import annotations
 
 import re
+import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +29,7 @@ import pytest
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 from tessera.devcluster import fleet
-from tessera.devcluster.controlplane import ControlPlane
+from tessera.devcluster.controlplane import ControlPlane, free_port
 from tessera.domain import lease
 
 from .conftest import ROOT, Kubectl, OperatorProcess
@@ -140,6 +141,14 @@ def _holder(kube: Kube) -> str:
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
+def _lease_gauge(replica: OperatorProcess) -> float:
+    """``tessera_writer_lease_held`` as the replica's /metrics shows it."""
+    with urllib.request.urlopen(replica.metrics_url, timeout=5) as response:
+        text = response.read().decode()
+    [value] = re.findall(r"^tessera_writer_lease_held ([0-9.]+)$", text, re.MULTILINE)
+    return float(value)
+
+
 def _replica(
     control_plane: ControlPlane, operator: OperatorProcess, peering: str, folder: Path
 ) -> Callable[[str, int], OperatorProcess]:
@@ -151,6 +160,7 @@ def _replica(
             f"--priority={priority}",
             f"--identity=replica-{name}",
             kubeconfig=operator.kubeconfig,
+            metrics_port=free_port(),
         )
 
     return replica
@@ -190,6 +200,7 @@ def test_only_the_higher_priority_replica_acts_and_the_other_takes_over_when_it_
             wait_ready(kube, POOL, 90, f"{POOL} Ready with two replicas running")
             first = _assert_layout(kube, pool_nodes, "3g.40gb", 8)
             assert _holder(kube) == "replica-a"
+            assert (_lease_gauge(a), _lease_gauge(b)) == (1.0, 0.0)
 
             assert _cordoned(a.log()) == set(pool_nodes), _actions(a.log())
             assert b.proc is not None and b.proc.poll() is None, "replica B exited"
