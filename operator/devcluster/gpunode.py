@@ -28,6 +28,8 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.domain.geometry import catalog, placement
 
+from . import kubelet
+
 log = logging.getLogger(__name__)
 APPLIED_MIG = "sim.tessera.io/mig-applied"
 APPLIED_PLUGIN = "sim.tessera.io/device-plugin-applied"
@@ -204,7 +206,7 @@ class GpuNodeAgents:
             self._label(name, {}, {PLUGIN_ERROR: error, APPLIED_PLUGIN: key})
             return
         resources, replicas, sharing = shared_resources(base, config)
-        self._set_resources(node, resources)
+        kubelet.publish_devices(self.kube, node, "nvidia.com/", resources)
         self._label(
             name,
             {c.GPU_REPLICAS_LABEL: str(replicas), c.GPU_SHARING_STRATEGY_LABEL: sharing},
@@ -235,24 +237,6 @@ class GpuNodeAgents:
             return None, f"config-manager: no config named {key!r} in the device-plugin ConfigMap"
         loaded: Mapping[str, Any] = yaml.safe_load(data[key]) or {}
         return loaded, ""
-
-    def _set_resources(self, node: dict[str, Any], resources: Mapping[str, int]) -> None:
-        status = node.get("status", {})
-        keep = {
-            k: v
-            for k, v in status.get("allocatable", {}).items()
-            if not k.startswith("nvidia.com/")
-        }
-        wanted = {**keep, **{k: str(v) for k, v in resources.items()}}
-        if wanted == status.get("allocatable"):
-            return
-        patch = [
-            {"op": "replace", "path": "/status/allocatable", "value": wanted},
-            {"op": "replace", "path": "/status/capacity", "value": wanted},
-        ]
-        self.kube.patch(
-            path_of("v1", "nodes", node["metadata"]["name"]) + "/status", patch, kind="json"
-        )
 
     def _label(
         self,
