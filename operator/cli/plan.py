@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from tessera.cli import configmaps
+
 NO_CHANGE, ERROR, CHANGES = 0, 1, 2
 
 
@@ -58,10 +60,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "app.kubernetes.io/instance=gpu-platform)",
     )
     plan.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    configmaps.add_flags(plan, "ConfigMaps to diff (as given to `tessera run`)")
     plan.set_defaults(func=_plan)
     sub = plan.add_subparsers(dest="plan_command", metavar="snapshot")
     snap = sub.add_parser("snapshot", help="write the objects a plan reads, as YAML, to stdout")
     snap.add_argument("--kubeconfig", help="default: $KUBECONFIG")
+    configmaps.add_flags(snap, "ConfigMaps to read (as given to `tessera run`)")
     snap.set_defaults(func=_snapshot)
 
 
@@ -84,13 +88,13 @@ def _plan(args: argparse.Namespace) -> int:
         cluster = (
             preview.Cluster.of(_load_snapshot(args.snapshot))
             if args.snapshot
-            else read_cluster(args.kubeconfig)
+            else read_cluster(args.kubeconfig, locations(args))
         )
         result = preview.preview(
             cluster,
             manifests,
             datetime.now(UTC),
-            locations(),
+            locations(args),
             prune=args.prune,
             prune_selector=selector,
         )
@@ -107,7 +111,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _snapshot(args: argparse.Namespace) -> int:
     try:
-        cluster = read_cluster(args.kubeconfig)
+        cluster = read_cluster(args.kubeconfig, locations(args))
     except ClusterUnreadable as err:
         print(f"tessera plan snapshot: {err}", file=sys.stderr)
         return ERROR
@@ -142,15 +146,19 @@ class ClusterUnreadable(Exception):
     """No kubeconfig, or the API server refused a read."""
 
 
-def locations() -> Any:
-    from tessera.controllers.runtime import Settings
+def locations(args: argparse.Namespace) -> Any:
+    """Where the maps are, from the ConfigMap flags (the same as ``tessera run``'s)."""
     from tessera.domain.preview import Locations
 
-    s = Settings()
-    return Locations(s.mig_configmap, s.vnpu_configmap, s.device_plugin_configmap, s.hami_namespace)
+    return Locations(
+        args.mig_parted_configmap,
+        args.vnpu_configmap,
+        args.device_plugin_configmap,
+        args.hami_namespace,
+    )
 
 
-def read_cluster(kubeconfig: str | None) -> Any:
+def read_cluster(kubeconfig: str | None, loc: Any) -> Any:
     """Every object a preview reads, from the live API server (read-only)."""
     from tessera.adapters.kube import ApiError, Kube, path_of
     from tessera.api import constants as c
@@ -162,7 +170,6 @@ def read_cluster(kubeconfig: str | None) -> Any:
         kube = Kube.from_kubeconfig(kubeconfig)
     except Exception as err:  # the client raises several types for a bad kubeconfig
         raise ClusterUnreadable(f"cannot load kubeconfig: {err}") from err
-    loc = locations()
     try:
         lists = {
             "Node": ("v1", kube.list("/api/v1/nodes")),

@@ -17,7 +17,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from tessera.api import constants as c
+from tessera.cli import configmaps
 
 if TYPE_CHECKING:  # imported lazily below: `tessera --version` must not load the client
     import kopf
@@ -26,17 +26,7 @@ if TYPE_CHECKING:  # imported lazily below: `tessera --version` must not load th
 
 
 OPERATOR_NAMESPACE = "tessera-system"  # where config/ and the Helm chart install the operator
-
-
-def namespaced_name(text: str) -> tuple[str, str]:
-    """``NAMESPACE/NAME`` → ``(namespace, name)``; argparse turns ValueError into a usage error."""
-    namespace, _, name = text.partition("/")
-    if not namespace or not name or "/" in name:
-        raise ValueError(text)
-    return namespace, name
-
-
-namespaced_name.__name__ = "NAMESPACE/NAME"  # what argparse prints in its error message
+WRITER_LEASE = "tessera-writer"  # fixed: the RBAC Role names it (config/rbac/lease_role.yaml)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,11 +40,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--lease-namespace",
         default=os.environ.get("POD_NAMESPACE", OPERATOR_NAMESPACE),
         help="namespace of the writer Lease held under --peering (default: %(default)s)",
-    )
-    run.add_argument(
-        "--lease-name",
-        default="tessera-writer",
-        help="the writer Lease (keep in step with the RBAC resourceNames; default: %(default)s)",
     )
     run.add_argument(
         "--identity",
@@ -73,34 +58,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="logfmt",
         help="logfmt: one key=value line per record (object, action, reason keys); text: prose",
     )
-    maps = run.add_argument_group(
-        "ConfigMaps Tessera writes (keep them in step with the RBAC resourceNames)"
-    )
-    maps.add_argument(
-        "--device-plugin-configmap",
-        type=namespaced_name,
-        default=(c.DEVICE_PLUGIN_CONFIGMAP_NAMESPACE, c.DEVICE_PLUGIN_CONFIGMAP_NAME),
-        metavar="NAMESPACE/NAME",
-        help="GPU Operator devicePlugin.config (default: %(default)s)",
-    )
-    maps.add_argument(
-        "--mig-parted-configmap",
-        type=namespaced_name,
-        default=(c.MIG_PARTED_CONFIGMAP_NAMESPACE, c.MIG_PARTED_CONFIGMAP_NAME),
-        metavar="NAMESPACE/NAME",
-        help="GPU Operator migManager.config (default: %(default)s)",
-    )
-    maps.add_argument(
-        "--vnpu-configmap",
-        type=namespaced_name,
-        default=(c.VNPU_CONFIGMAP_NAMESPACE, c.VNPU_CONFIGMAP_NAME),
-        metavar="NAMESPACE/NAME",
-        help="configs of Tessera's Ascend vNPU agent (default: %(default)s)",
-    )
-    maps.add_argument(
-        "--hami-namespace",
-        default=c.HAMI_NAMESPACE,
-        help="namespace of HAMi's node-config ConfigMaps (default: %(default)s)",
+    configmaps.add_flags(
+        run, "ConfigMaps Tessera writes (keep them in step with the RBAC resourceNames)"
     )
     run.set_defaults(func=_run)
 
@@ -138,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
     lease = None
     if args.peering:
-        lease = WriterLease(kube, args.lease_namespace, args.lease_name, args.identity, utcnow)
+        lease = WriterLease(kube, args.lease_namespace, WRITER_LEASE, args.identity, utcnow)
     registry = build_registry(ctx, lease=lease)
     try:
         _operate(args, registry)

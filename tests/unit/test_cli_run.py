@@ -1,11 +1,12 @@
-"""``tessera run`` flags: the ConfigMaps Tessera writes reach the controllers' Settings."""
+"""``tessera run`` and ``tessera plan`` flags: the ConfigMaps Tessera writes reach both."""
 
 from __future__ import annotations
 
 import pytest
 
-from tessera.cli import main, run
+from tessera.cli import main, plan, run
 from tessera.controllers.runtime import Settings
+from tessera.domain.preview import Locations
 
 
 def parse(*argv: str) -> Settings:
@@ -41,3 +42,28 @@ def test_a_configmap_without_namespace_and_name_is_a_usage_error(
         parse(f"--device-plugin-configmap={value}")
     assert exit_info.value.code == 2
     assert "NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def test_plan_reads_the_maps_the_operator_was_pointed_at() -> None:
+    args = main.build_parser().parse_args(
+        ["plan", "-f", "x.yaml", "--device-plugin-configmap=nvidia/dp", "--hami-namespace=hami"]
+    )
+    loc = plan.locations(args)
+    assert loc == Locations(
+        mig=Settings().mig_configmap,
+        vnpu=Settings().vnpu_configmap,
+        device_plugin=("nvidia", "dp"),
+        hami_namespace="hami",
+    )
+    snapshot = main.build_parser().parse_args(["plan", "snapshot", "--vnpu-configmap=ops/v"])
+    assert plan.locations(snapshot).vnpu == ("ops", "v")
+
+
+def test_help_shows_configmap_defaults_as_namespace_slash_name(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps help to the terminal's width
+    with pytest.raises(SystemExit):
+        main.build_parser().parse_args(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "devicePlugin.config (default: gpu-operator/device-plugin-configs)" in text, text

@@ -1,0 +1,56 @@
+"""The ConfigMap flags ``tessera run`` and ``tessera plan`` share.
+
+The operator writes these maps and ``tessera plan`` diffs them, so both must
+be pointed at the same ones on a cluster whose GPU Operator (or Helm values)
+names them differently; one definition keeps the two commands in step.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tessera.api import constants as c
+
+
+def namespaced_name(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` → ``(namespace, name)``; argparse turns ValueError into a usage error."""
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ValueError(text)
+    return namespace, name
+
+
+namespaced_name.__name__ = "NAMESPACE/NAME"  # what argparse prints in its error message
+
+DEFAULTS = {
+    "device_plugin_configmap": (
+        c.DEVICE_PLUGIN_CONFIGMAP_NAMESPACE,
+        c.DEVICE_PLUGIN_CONFIGMAP_NAME,
+    ),
+    "mig_parted_configmap": (c.MIG_PARTED_CONFIGMAP_NAMESPACE, c.MIG_PARTED_CONFIGMAP_NAME),
+    "vnpu_configmap": (c.VNPU_CONFIGMAP_NAMESPACE, c.VNPU_CONFIGMAP_NAME),
+}
+
+
+def add_flags(parser: argparse.ArgumentParser, title: str) -> None:
+    """``--device-plugin-configmap``, ``--mig-parted-configmap``, ``--vnpu-configmap``,
+    ``--hami-namespace``, in an argument group called ``title``."""
+    maps = parser.add_argument_group(title)
+    helps = {
+        "device_plugin_configmap": "GPU Operator devicePlugin.config",
+        "mig_parted_configmap": "GPU Operator migManager.config",
+        "vnpu_configmap": "configs of Tessera's Ascend vNPU agent",
+    }
+    for dest, default in DEFAULTS.items():
+        maps.add_argument(
+            "--" + dest.replace("_", "-"),
+            type=namespaced_name,
+            default=default,
+            metavar="NAMESPACE/NAME",
+            help=f"{helps[dest]} (default: {'/'.join(default)})",
+        )
+    maps.add_argument(
+        "--hami-namespace",
+        default=c.HAMI_NAMESPACE,
+        help="namespace of HAMi's node-config ConfigMaps (default: %(default)s)",
+    )
