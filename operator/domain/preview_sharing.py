@@ -162,7 +162,7 @@ def _policy(
         kind=KIND,
         name=name,
         action="unchanged",
-        nodes_total=len(governed),
+        nodes_total=len(set(governed) | set(mine)),  # a node it gives up still counts
         changes=changes,
         pods_to_evict=rolled.summary.pods_to_evict if rolled else 0,
         blocking_pdbs=tuple(rolled.summary.blocking_pdbs) if rolled else (),

@@ -69,7 +69,8 @@ def _object(o: ObjectPreview) -> list[str]:
     if o.action == "delete":
         return _deleted(o)
     ref = f"{SHORT.get(o.kind, o.kind.lower())}/{o.name}"
-    head = f"{o.kind}/{o.name}: {o.action}"
+    action = "spec unchanged" if o.action == "unchanged" and o.changes else o.action
+    head = f"{o.kind}/{o.name}: {action}"
     if o.kind == "TenantQuota":
         lines = [f"{head} ({o.nodes_total} namespace(s))"]
         lines += [f"  {w}" for w in o.writes] or ["  no ResourceQuota changes"]

@@ -171,6 +171,8 @@ def test_geometry_deletion_leaves_a_pool_ref_policy_selecting_nothing() -> None:
         ("inf-1", "default"),
         ("inf-2", "default"),
     ]
+    text = preview_text.render(result)
+    assert "SharingPolicy/ts: spec unchanged; 3 of 3 node(s) change" in text, text
 
 
 # -- SharingPolicy: back to the default config, at once --------------------------------------------
