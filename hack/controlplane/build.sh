@@ -40,7 +40,7 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
 done
 start=$SECONDS
-echo "build.sh: building Kubernetes $k8s_version and etcd $etcd_version into $out (cold: 15-30 min on 2 cores)" >&2
+echo "build.sh: building Kubernetes $k8s_version and etcd $etcd_version into $out (cold: about 6 min on 2 cores)" >&2
 go build -ldflags "$ldflags" -o "$out.tmp/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
