@@ -67,7 +67,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         )
         driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
         _status(ctx, obj, plan, seen.targets)
-        _export(name, plan)
+        driver.export_phases(KIND, name, plan)
         metrics.RECONCILES.labels(KIND, plan.verdict.state).inc()
         return Result(plan.requeue_after)
 
@@ -85,6 +85,8 @@ def finalize(ctx: Context, name: str) -> bool:
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
+    if result.done:
+        driver.forget_phases(KIND, name)
     return result.done
 
 
@@ -225,15 +227,3 @@ def _status(
             ctx.clock(),
             "Warning" if warning else "Normal",
         )
-
-
-def _export(name: str, plan: rollout.Plan) -> None:
-    counts = plan.counts
-    for phase, value in (
-        ("Updated", counts.updated),
-        ("InProgress", counts.in_progress),
-        ("Pending", counts.pending),
-        ("Blocked", counts.blocked),
-        ("Failed", counts.failed),
-    ):
-        metrics.NODES_BY_PHASE.labels(KIND, name, phase).set(value)

@@ -26,7 +26,7 @@ from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
 
-from . import sharing_apply, sharing_observe, sharing_rollout
+from . import rollout_driver, sharing_apply, sharing_observe, sharing_rollout
 from .runtime import Context, Result, custom_path, ref_of, write_status
 
 PLURAL = sharing_observe.PLURAL
@@ -68,6 +68,7 @@ def reconcile(ctx: Context, name: str) -> Result:
             "written" if wrote else "unchanged",
         )
         _export(name, summary, plan)
+        rollout_driver.export_phases(KIND, name, rolled)
         metrics.RECONCILES.labels(KIND, verdict.state).inc()
     busy = rolled is not None and rolled.requeue_after is not None
     return Result(ROLLING_REQUEUE if busy else None)
@@ -88,6 +89,8 @@ def finalize(ctx: Context, name: str) -> bool:
                 metrics.SHARING_NODES.remove(name, state)
             except KeyError:
                 continue  # never exported (the policy was never reconciled here)
+        if done:
+            rollout_driver.forget_phases(KIND, name)
     return done
 
 
