@@ -32,9 +32,12 @@ DEFAULTS = {
 }
 
 
-def add_flags(parser: argparse.ArgumentParser, title: str) -> None:
+def add_flags(parser: argparse.ArgumentParser, title: str, *, sub: bool = False) -> None:
     """``--device-plugin-configmap``, ``--mig-parted-configmap``, ``--vnpu-configmap``,
-    ``--hami-namespace``, in an argument group called ``title``."""
+    ``--hami-namespace``, in an argument group called ``title``.
+
+    ``sub``: the parser is a subcommand of one that has the flags too; its copies set
+    no default, so ``tessera plan --vnpu-configmap=A snapshot`` keeps A."""
     maps = parser.add_argument_group(title)
     helps = {
         "device_plugin_configmap": "GPU Operator devicePlugin.config",
@@ -45,12 +48,12 @@ def add_flags(parser: argparse.ArgumentParser, title: str) -> None:
         maps.add_argument(
             "--" + dest.replace("_", "-"),
             type=namespaced_name,
-            default=default,
+            default=argparse.SUPPRESS if sub else default,
             metavar="NAMESPACE/NAME",
             help=f"{helps[dest]} (default: {'/'.join(default)})",
         )
     maps.add_argument(
         "--hami-namespace",
-        default=c.HAMI_NAMESPACE,
+        default=argparse.SUPPRESS if sub else c.HAMI_NAMESPACE,
         help="namespace of HAMi's node-config ConfigMaps (default: %(default)s)",
     )

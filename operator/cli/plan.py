@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = plan.add_subparsers(dest="plan_command", metavar="snapshot")
     snap = sub.add_parser("snapshot", help="write the objects a plan reads, as YAML, to stdout")
     snap.add_argument("--kubeconfig", help="default: $KUBECONFIG")
-    configmaps.add_flags(snap, "ConfigMaps to read (as given to `tessera run`)")
+    configmaps.add_flags(snap, "ConfigMaps to read (as given to `tessera run`)", sub=True)
     snap.set_defaults(func=_snapshot)
 
 

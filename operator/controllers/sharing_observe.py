@@ -58,8 +58,9 @@ class Snapshot:
     missing_pools: Mapping[str, str]  # policy -> poolRef name that does not exist
 
     def observed(self) -> planning.Observed:
-        data = (self.plugin_map or {}).get("data") or {}
-        notes = (self.plugin_map or {}).get("metadata", {}).get("annotations") or {}
+        cm = self.plugin_map
+        data = None if cm is None else cm.get("data") or {}  # None: the map does not exist
+        notes = (cm or {}).get("metadata", {}).get("annotations") or {}
         return planning.Observed(
             tuple(self.facts.values()),
             data,

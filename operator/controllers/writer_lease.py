@@ -5,13 +5,15 @@ it; this module reads and writes it. Every pass (a reconcile or a finalize)
 runs inside ``WriterLease.writing()``: the first one takes the Lease, a pass
 that finds it held by a live peer writes nothing and comes back later. While
 passes run, a renewer thread keeps the Lease fresh, so a long drain never
-outlives it. When the last daemon of this replica has stopped (kopf paused or
-stopped it) *and* the last pass thread has returned — which can be well after
-kopf gave up waiting for it — the Lease is given back, so the next replica
-starts at once instead of waiting for it to expire.
+outlives it; a pass asks ``valid()`` before each stage of writes, so one whose
+Lease could not be renewed admits nothing more. When the last daemon of this
+replica has stopped (kopf paused or stopped it) *and* the last pass thread has
+returned — which can be well after kopf gave up waiting for it — the Lease is
+given back, so the next replica starts at once instead of waiting for it to
+expire.
 
 An idle replica writes nothing: the Lease is only renewed while a pass runs
-or when one starts on a Lease close to its expiry.
+or when one starts on a Lease past half its duration.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.domain import lease as decide
 from tessera.observability import metrics
 
 log = logging.getLogger("tessera.lease")
 LEASES = "coordination.k8s.io/v1"
+SAFETY_S = 3.0
+"""A pass starts no new stage of writes unless the Lease has this long left to run."""
 
 
 class WriterLease:
@@ -46,12 +50,13 @@ class WriterLease:
         self.namespace, self.name, self.identity = namespace, name, identity
         self.clock = clock
         self.duration_s = duration_s
-        self._lock = threading.Lock()  # the counters below
-        self._writes = threading.Lock()  # reads-then-writes of the Lease
+        self._lock = threading.Lock()  # the fields below
+        self._writes = threading.Lock()  # one read-then-write of the Lease at a time
         self._passes = 0
         self._daemons = 0
         self._held = False
-        self._renewed: datetime | None = None
+        self._renewed: datetime | None = None  # when we last wrote it, on our clock
+        self._seen: tuple[tuple[str, str], datetime] | None = None  # a peer's record, since
         self._renewer: threading.Thread | None = None
         self._waiting_for = ""  # the holder we last said we wait for (said once per holder)
 
@@ -70,71 +75,92 @@ class WriterLease:
                 self._start_renewer()
             yield claim
         finally:
-            self._leave(passes=1)
+            if self._leave(passes=1):
+                self._release()
+
+    def valid(self) -> bool:
+        """Held, with at least ``SAFETY_S`` of its duration left: a write started now lands
+        inside it."""
+        with self._lock:
+            return self._since_renewal() < self.duration_s - SAFETY_S
 
     def daemon_started(self) -> None:
         with self._lock:
             self._daemons += 1
 
-    def daemon_stopped(self) -> None:
-        """A daemon ended; its pass thread may still run (kopf cannot stop a thread)."""
-        self._leave(daemons=1)
+    def daemon_stopped(self) -> bool:
+        """A daemon ended (its pass thread may still run: kopf cannot stop a thread).
+        No I/O, safe on the event loop; True when ``release`` is due now."""
+        return self._leave(daemons=1)
 
-    def _leave(self, *, passes: int = 0, daemons: int = 0) -> None:
+    def release(self) -> None:
+        """Give the Lease back if no pass or daemon of ours is left (re-checked)."""
+        self._release()
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _since_renewal(self) -> float:
+        """Seconds since we last wrote the Lease; infinite when we do not hold it. Under _lock."""
+        if not self._held or self._renewed is None:
+            return float("inf")
+        return (self.clock() - self._renewed).total_seconds()
+
+    def _fresh(self) -> bool:
+        with self._lock:
+            return self._since_renewal() < self.duration_s / 2
+
+    def _leave(self, *, passes: int = 0, daemons: int = 0) -> bool:
         with self._lock:
             self._passes -= passes
             self._daemons -= daemons
-            idle = self._passes == 0 and self._daemons == 0 and self._held
-        if idle:
-            self._release()
+            return self._passes == 0 and self._daemons == 0 and self._held
+
+    # -- reads and writes -----------------------------------------------------------------------
 
     def _claim(self) -> decide.Claim:
-        now = self.clock()
-        with self._lock:
-            fresh = (
-                self._held
-                and self._renewed is not None
-                and (now - self._renewed).total_seconds() < self.duration_s / 2
-            )
-        if fresh:  # held, and well within its duration: no write
+        if self._fresh():  # held, well within its duration: no write
             return decide.Claim("held", f"held by {self.identity}")
-        return self._take_or_renew(now)
+        with self._writes:
+            if self._fresh():  # a pass that waited for the lock just renewed it
+                return decide.Claim("held", f"held by {self.identity}")
+            return self._write_claim()
 
-    def _take_or_renew(self, now: datetime) -> decide.Claim:
-        with self._writes:  # one writer of our own at a time: never a 409 against ourselves
-            return self._write_claim(now)
-
-    def _write_claim(self, now: datetime) -> decide.Claim:
+    def _write_claim(self, *, retry: bool = True) -> decide.Claim:
+        now = self.clock()
+        current = self.kube.get_or_none(self.path)
+        view = decide.view_of((current or {}).get("spec"))
+        claim = decide.claim(view, self.identity, now, self._seen_since(view, now))
+        if claim.verdict == "wait":
+            self._lost(claim.reason)
+            self._report_wait(view.holder, claim.reason)
+            return claim
         try:
-            current = self.kube.get_or_none(self.path)
-            view = decide.view_of((current or {}).get("spec"))
-            claim = decide.claim(view, self.identity, now)
-            if claim.verdict == "wait":
-                self._lost(claim.reason)
-                self._report_wait(view.holder, claim.reason)
-                return claim
-            spec = decide.spec_for(view, self.identity, now, self.duration_s)
-            if current is None:
-                self.kube.create(path_of(LEASES, "leases", namespace=self.namespace), _lease(
-                    self.name, self.namespace, spec
-                ))  # fmt: skip
-            else:
-                meta = current["metadata"]
-                self.kube.replace(self.path, _lease(
-                    self.name, self.namespace, spec, meta["resourceVersion"]
-                ))  # fmt: skip
+            self._write(current, decide.spec_for(view, self.identity, now, self.duration_s))
         except ApiError as err:
-            if not err.conflict:
-                raise
-            self._lost("another replica wrote the Lease first")
-            return decide.Claim("wait", f"{self.name}: another replica wrote it first")
+            if err.conflict and retry:  # the record moved under us: read it again, once
+                return self._write_claim(retry=False)
+            raise
         with self._lock:
-            self._waiting_for = ""
+            self._waiting_for, self._seen = "", None
             if not self._held:
                 log.info("took writer lease %s/%s (%s)", self.namespace, self.name, claim.reason)
             self._held, self._renewed = True, now
         metrics.WRITER_LEASE.set(1)
         return decide.Claim("held", claim.reason)
+
+    def _seen_since(self, view: decide.LeaseView, now: datetime) -> datetime:
+        """When we first saw this record; a new one (the holder renewed) restarts the count."""
+        with self._lock:
+            if self._seen is None or self._seen[0] != view.record:
+                self._seen = (view.record, now)
+            return self._seen[1]
+
+    def _write(self, current: Obj | None, spec: dict[str, Any]) -> None:
+        if current is None:
+            body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}
+            self.kube.create(path_of(LEASES, "leases", namespace=self.namespace), body)
+        else:  # the object as read (labels, annotations, resourceVersion kept), new spec
+            self.kube.replace(self.path, {**current, "spec": spec})
 
     def _report_wait(self, holder: str, reason: str) -> None:
         with self._lock:
@@ -151,27 +177,21 @@ class WriterLease:
 
     def _release(self) -> None:
         with self._writes:
-            self._write_release()
+            with self._lock:  # a pass that started meanwhile keeps it; a later one re-takes it
+                if self._passes or self._daemons or not self._held:
+                    return
+                self._held, self._renewed = False, None
+            metrics.WRITER_LEASE.set(0)
+            try:
+                current = self.kube.get_or_none(self.path)
+                view = decide.view_of((current or {}).get("spec"))
+                if current is not None and view.holder == self.identity:
+                    self._write(current, decide.released_spec(view, self.clock()))
+                    log.info("gave back writer lease %s/%s", self.namespace, self.name)
+            except ApiError as err:  # it expires on its own; the next replica waits that long
+                log.warning("writer lease %s/%s not given back: %s", self.namespace, self.name, err)
 
-    def _write_release(self) -> None:
-        with self._lock:  # a pass that started meanwhile keeps it; one starting later re-takes it
-            if self._passes or self._daemons or not self._held:
-                return
-            self._held, self._renewed = False, None
-        metrics.WRITER_LEASE.set(0)
-        now = self.clock()
-        try:
-            current = self.kube.get_or_none(self.path)
-            view = decide.view_of((current or {}).get("spec"))
-            if current is not None and view.holder == self.identity:
-                meta = current["metadata"]
-                spec = decide.released_spec(view, now)
-                self.kube.replace(self.path, _lease(
-                    self.name, self.namespace, spec, meta["resourceVersion"]
-                ))  # fmt: skip
-                log.info("gave back writer lease %s/%s", self.namespace, self.name)
-        except ApiError as err:  # it expires on its own; the next replica waits that long
-            log.warning("writer lease %s/%s not given back: %s", self.namespace, self.name, err)
+    # -- renewing while passes run --------------------------------------------------------------
 
     def _start_renewer(self) -> None:
         with self._lock:
@@ -181,21 +201,26 @@ class WriterLease:
             self._renewer.start()
 
     def _renew_loop(self) -> None:
-        """Every third of the duration while a pass runs; ends when none does."""
+        """A third of the duration after each renewal while a pass runs; ends when none does."""
+        period = self.duration_s / 3
         while True:
-            time.sleep(self.duration_s / 3)
             with self._lock:
                 if not (self._passes > 0 and self._held):
                     self._renewer = None  # decided under the lock: a new pass starts a new one
                     return
+                due = period - self._since_renewal()
+            if due > 0:
+                time.sleep(min(due, period))
+                continue
             try:
-                self._take_or_renew(self.clock())
-            except Exception:  # the next tick retries; a pass start also renews
+                self._renew()
+            except Exception:  # the next tick retries; valid() stops new stages meanwhile
                 log.exception("writer lease %s/%s not renewed", self.namespace, self.name)
+                time.sleep(1.0)
 
-
-def _lease(name: str, namespace: str, spec: dict[str, Any], version: str = "") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if version:
-        meta["resourceVersion"] = version
-    return {"apiVersion": LEASES, "kind": "Lease", "metadata": meta, "spec": spec}
+    def _renew(self) -> None:
+        with self._writes:
+            with self._lock:  # the last pass may have ended and given it back meanwhile
+                if not (self._passes > 0 and self._held):
+                    return
+            self._write_claim()

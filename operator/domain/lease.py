@@ -8,11 +8,12 @@ both may admit a node against the same ``maxUnavailable`` slot.
 
 So every pass first holds a ``coordination.k8s.io/v1`` Lease. A replica keeps
 it while any pass of its own may still run and gives it back only after the
-last one ended; a replica that died keeps it until ``leaseDurationSeconds``
-have passed since its last renewal. This module decides, from the Lease as
-read, whether this replica holds it, may take it, or must wait — and builds the
-spec it writes. The adapter that reads and writes it is
-``tessera.controllers.writer_lease``.
+last one ended. A replica that died keeps it until it has gone unrenewed for
+``leaseDurationSeconds`` — measured on the waiting replica's own clock from
+when it first saw the current record, as client-go's leader election does, so
+two nodes' clocks never need to agree. This module decides, from the Lease as
+read, whether this replica holds it, may take it, or must wait — and builds
+the spec it writes. ``tessera.controllers.writer_lease`` reads and writes it.
 """
 
 from __future__ import annotations
@@ -28,12 +29,18 @@ Verdict = Literal["held", "take", "wait"]
 
 @dataclass(frozen=True)
 class LeaseView:
-    """The parts of a Lease's spec the decision needs."""
+    """The parts of a Lease's spec the decision needs (times as written, never compared)."""
 
     holder: str = ""
-    renewed: datetime | None = None
+    renew_time: str = ""
     duration_s: int = 0
     transitions: int = 0
+    acquire_time: str = ""
+
+    @property
+    def record(self) -> tuple[str, str]:
+        """What changes on every renewal: seeing it change is seeing the holder alive."""
+        return self.holder, self.renew_time
 
 
 @dataclass(frozen=True)
@@ -43,61 +50,57 @@ class Claim:
 
 
 def view_of(spec: dict[str, Any] | None) -> LeaseView:
-    """A Lease's spec as read (a missing or unparsable renewTime counts as never renewed)."""
     spec = spec or {}
-    renewed = None
-    raw = spec.get("renewTime")
-    if isinstance(raw, str):
-        try:
-            renewed = datetime.strptime(raw, MICRO_TIME).replace(tzinfo=UTC)
-        except ValueError:
-            renewed = None
     return LeaseView(
         holder=str(spec.get("holderIdentity") or ""),
-        renewed=renewed,
+        renew_time=str(spec.get("renewTime") or ""),
         duration_s=int(spec.get("leaseDurationSeconds") or 0),
         transitions=int(spec.get("leaseTransitions") or 0),
+        acquire_time=str(spec.get("acquireTime") or ""),
     )
 
 
-def claim(lease: LeaseView, me: str, now: datetime) -> Claim:
-    """Whether ``me`` holds the Lease, may take it now, or must wait for its holder."""
+def claim(lease: LeaseView, me: str, now: datetime, seen_since: datetime) -> Claim:
+    """Whether ``me`` holds the Lease, may take it now, or must wait for its holder.
+
+    ``seen_since``: when this replica first saw the Lease's current record
+    (holder and renewTime), on its own clock.
+    """
     if lease.holder == me:
         return Claim("held", f"held by {me}")
     if not lease.holder:
         return Claim("take", "released")
-    if lease.renewed is None:
-        return Claim("take", f"{lease.holder} never renewed it")
-    expiry = lease.renewed + timedelta(seconds=lease.duration_s)
+    expiry = seen_since + timedelta(seconds=lease.duration_s)
     if expiry <= now:
-        return Claim("take", f"{lease.holder} stopped renewing it at {_text(lease.renewed)}")
+        return Claim("take", f"{lease.holder} has not renewed it for {lease.duration_s} s")
     left = (expiry - now).total_seconds()
     return Claim("wait", f"held by {lease.holder} for up to {left:.0f} s more")
 
 
 def spec_for(lease: LeaseView, me: str, now: datetime, duration_s: int) -> dict[str, Any]:
-    """The spec that takes or renews the Lease for ``me``."""
+    """The spec that takes (new acquireTime, one more transition) or renews the Lease."""
     taking = lease.holder != me
-    spec: dict[str, Any] = {
+    return {
         "holderIdentity": me,
         "leaseDurationSeconds": duration_s,
-        "renewTime": _text(now),
-        "leaseTransitions": lease.transitions + (1 if taking and lease.holder else 0),
+        "acquireTime": micro_time(now) if taking or not lease.acquire_time else lease.acquire_time,
+        "renewTime": micro_time(now),
+        "leaseTransitions": lease.transitions + (1 if taking else 0),
     }
-    if taking:
-        spec["acquireTime"] = _text(now)
-    return spec
 
 
 def released_spec(lease: LeaseView, now: datetime) -> dict[str, Any]:
     """The spec that gives the Lease back: no holder, so the next replica need not wait."""
-    return {
+    spec: dict[str, Any] = {
         "holderIdentity": None,
         "leaseDurationSeconds": lease.duration_s,
-        "renewTime": _text(now),
+        "renewTime": micro_time(now),
         "leaseTransitions": lease.transitions,
     }
+    if lease.acquire_time:
+        spec["acquireTime"] = lease.acquire_time
+    return spec
 
 
-def _text(moment: datetime) -> str:
+def micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime(MICRO_TIME)

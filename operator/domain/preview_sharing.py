@@ -76,7 +76,7 @@ def previews(
     data = dict((plugin or {}).get("data") or {})
     seen = planning.Observed(
         tuple(facts.values()),
-        data,
+        data if plugin is not None else None,  # None: the map does not exist
         (plugin or {}).get("metadata", {}).get("annotations") or {},
         nv.parsed,
         nv.managed,

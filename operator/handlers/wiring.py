@@ -147,8 +147,8 @@ def _register_kind(
                     waiter.cancel()
         finally:
             wakeups.forget(plural, name)
-            if lease is not None:
-                await asyncio.to_thread(lease.daemon_stopped)
+            if lease is not None and lease.daemon_stopped():  # counted here: cannot be lost
+                await asyncio.shield(asyncio.to_thread(lease.release))
 
     seen: dict[str, tuple[object, ...]] = {}
 
@@ -188,7 +188,12 @@ def _guarded(lease: WriterLease | None, work: Callable[[], T]) -> T | Waiting:
         if claim.verdict != "held":
             log.debug("writer lease %s; looking again in %.0f s", claim.reason, LEASE_RETRY_S)
             return Waiting(claim.reason)
-        return work()
+        outer = STOPPING.get()  # a Lease that could not be renewed admits no further stage
+        token = STOPPING.set(lambda: outer() or not lease.valid())
+        try:
+            return work()
+        finally:
+            STOPPING.reset(token)
 
 
 def _register_watches(registry: kopf.OperatorRegistry, wakeups: Wakeups) -> None:

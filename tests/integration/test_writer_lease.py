@@ -67,7 +67,7 @@ def test_a_pass_outliving_its_daemon_keeps_the_lease_until_it_ends(
     try:
         eventually(inside.is_set, 10, "a's pass holding the lease")
         assert holder(kube, lease_name) == "a"
-        a.daemon_stopped()  # kopf paused a; its pass thread still runs
+        assert not a.daemon_stopped()  # kopf paused a; its pass thread still runs
         with b.writing() as claim:
             assert claim.verdict == "wait" and "held by a" in claim.reason, claim
         assert holder(kube, lease_name) == "a"
@@ -78,11 +78,14 @@ def test_a_pass_outliving_its_daemon_keeps_the_lease_until_it_ends(
     with b.writing() as claim:
         assert claim.verdict == "held", claim
     assert holder(kube, lease_name) == "b"
-    b.daemon_stopped()
+    assert b.daemon_stopped()  # the last daemon: its release is due
+    b.release()
     assert holder(kube, lease_name) == ""
 
 
-def test_a_dead_holder_is_waited_for_until_its_renewal_expires(kube: Kube, lease_name: str) -> None:
+def test_a_dead_holder_is_waited_for_a_full_duration_of_our_own_clock(
+    kube: Kube, lease_name: str
+) -> None:
     clock = Clock()
     dead = WriterLease(kube, NS, lease_name, "dead", clock, duration_s=15)
     dead.daemon_started()
@@ -90,14 +93,35 @@ def test_a_dead_holder_is_waited_for_until_its_renewal_expires(kube: Kube, lease
         assert claim.verdict == "held"
     peer = WriterLease(kube, NS, lease_name, "peer", clock, duration_s=15)
     peer.daemon_started()
+    with peer.writing() as claim:  # first sight of dead's record: the count starts here
+        assert claim.verdict == "wait", claim
     clock.now += timedelta(seconds=14)
     with peer.writing() as claim:
         assert claim.verdict == "wait", claim
     clock.now += timedelta(seconds=2)
     with peer.writing() as claim:
-        assert claim.verdict == "held" and "dead stopped renewing" in claim.reason, claim
-    lease = kube.get(path_of(LEASES, "leases", lease_name, NS))["spec"]
-    assert lease["holderIdentity"] == "peer" and lease["leaseTransitions"] == 1
+        assert claim.verdict == "held" and "dead has not renewed it" in claim.reason, claim
+    spec = kube.get(path_of(LEASES, "leases", lease_name, NS))["spec"]
+    assert spec["holderIdentity"] == "peer" and spec["leaseTransitions"] == 2
     with dead.writing() as claim:  # back from the dead: it must not write
         assert claim.verdict == "wait", claim
+    assert not dead.valid()
     peer.daemon_stopped()
+    peer.release()
+    assert holder(kube, lease_name) == ""
+
+
+def test_a_lease_not_renewed_in_time_stops_new_stages_until_renewed(
+    kube: Kube, lease_name: str
+) -> None:
+    clock = Clock()
+    a = WriterLease(kube, NS, lease_name, "a", clock, duration_s=15)
+    a.daemon_started()
+    with a.writing() as claim:
+        assert claim.verdict == "held" and a.valid()
+    clock.now += timedelta(seconds=13)  # no pass ran, so nothing renewed it
+    assert not a.valid()  # a pass asking now would start no further stage
+    with a.writing() as claim:  # the next pass renews it first
+        assert claim.verdict == "held" and a.valid()
+    a.daemon_stopped()
+    a.release()

@@ -57,6 +57,9 @@ def test_plan_reads_the_maps_the_operator_was_pointed_at() -> None:
     )
     snapshot = main.build_parser().parse_args(["plan", "snapshot", "--vnpu-configmap=ops/v"])
     assert plan.locations(snapshot).vnpu == ("ops", "v")
+    assert plan.locations(snapshot).mig == Settings().mig_configmap
+    before = main.build_parser().parse_args(["plan", "--vnpu-configmap=ops/v", "snapshot"])
+    assert plan.locations(before).vnpu == ("ops", "v")
 
 
 def test_help_shows_configmap_defaults_as_namespace_slash_name(

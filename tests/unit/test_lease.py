@@ -11,58 +11,70 @@ from tessera.domain import lease
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
 
-def held_by(holder: str, renewed_ago: float | None, duration_s: int = 15) -> lease.LeaseView:
-    renewed = None if renewed_ago is None else NOW - timedelta(seconds=renewed_ago)
-    return lease.LeaseView(holder, renewed, duration_s, transitions=3)
+def ago(seconds: float) -> datetime:
+    return NOW - timedelta(seconds=seconds)
+
+
+def held_by(holder: str, duration_s: int = 15) -> lease.LeaseView:
+    return lease.LeaseView(holder, "2026-11-29T11:00:00.000000Z", duration_s, 3, "t0")
 
 
 @pytest.mark.parametrize(
-    ("view", "verdict", "reason"),
+    ("view", "seen_for", "verdict", "reason"),
     [
-        (lease.LeaseView(), "take", "released"),
-        (held_by("", 1), "take", "released"),
-        (held_by("me", 1), "held", "held by me"),
-        (held_by("me", 600), "held", "held by me"),  # expired, but nobody took it: still mine
-        (held_by("peer", 1), "wait", "held by peer for up to 14 s more"),
-        (held_by("peer", 14.5), "wait", "held by peer for up to 0 s more"),
-        (held_by("peer", 15), "take", "peer stopped renewing it at 2026-11-29T11:59:45.000000Z"),
-        (held_by("peer", None), "take", "peer never renewed it"),
+        (lease.LeaseView(), 0, "take", "released"),
+        (held_by(""), 0, "take", "released"),
+        (held_by("me"), 0, "held", "held by me"),
+        (held_by("me"), 600, "held", "held by me"),  # unrenewed, but nobody took it: still mine
+        (held_by("peer"), 1, "wait", "held by peer for up to 14 s more"),
+        (held_by("peer"), 14.5, "wait", "held by peer for up to 0 s more"),
+        (held_by("peer"), 15, "take", "peer has not renewed it for 15 s"),
+        # Its renewTime says an hour ago, but we only just saw it: clocks may differ, so wait.
+        (held_by("peer"), 0, "wait", "held by peer for up to 15 s more"),
     ],
 )
-def test_claim(view: lease.LeaseView, verdict: str, reason: str) -> None:
-    got = lease.claim(view, "me", NOW)
+def test_claim(view: lease.LeaseView, seen_for: float, verdict: str, reason: str) -> None:
+    got = lease.claim(view, "me", NOW, ago(seen_for))
     assert (got.verdict, got.reason) == (verdict, reason)
 
 
-def test_view_of_reads_the_api_servers_micro_time_and_survives_garbage() -> None:
+def test_a_renewal_is_a_new_record_and_a_new_holder_too() -> None:
+    base = held_by("peer")
+    assert lease.LeaseView("peer", "later", 15, 3).record != base.record
+    assert lease.LeaseView("other", base.renew_time, 15, 3).record != base.record
+    assert lease.LeaseView("peer", base.renew_time, 30, 4).record == base.record
+
+
+def test_view_of_reads_the_spec_as_written() -> None:
     spec = {
         "holderIdentity": "peer",
         "renewTime": "2026-11-29T11:59:50.123456Z",
+        "acquireTime": "2026-11-29T11:00:00.000000Z",
         "leaseDurationSeconds": 15,
         "leaseTransitions": 2,
     }
     assert lease.view_of(spec) == lease.LeaseView(
-        "peer", datetime(2026, 11, 29, 11, 59, 50, 123456, tzinfo=UTC), 15, 2
+        "peer", "2026-11-29T11:59:50.123456Z", 15, 2, "2026-11-29T11:00:00.000000Z"
     )
-    assert lease.view_of({"holderIdentity": "peer", "renewTime": "yesterday"}).renewed is None
     assert lease.view_of(None) == lease.LeaseView()
 
 
-def test_taking_from_a_peer_counts_a_transition_and_stamps_acquire_time() -> None:
-    taken = lease.spec_for(held_by("peer", 30), "me", NOW, 15)
+def test_taking_counts_a_transition_and_stamps_acquire_time_renewing_keeps_it() -> None:
+    taken = lease.spec_for(held_by("peer"), "me", NOW, 15)
     assert taken == {
         "holderIdentity": "me",
         "leaseDurationSeconds": 15,
-        "renewTime": "2026-11-29T12:00:00.000000Z",
         "acquireTime": "2026-11-29T12:00:00.000000Z",
+        "renewTime": "2026-11-29T12:00:00.000000Z",
         "leaseTransitions": 4,
     }
-    renewed = lease.spec_for(held_by("me", 5), "me", NOW, 15)
-    assert "acquireTime" not in renewed and renewed["leaseTransitions"] == 3
-    assert lease.spec_for(lease.LeaseView(), "me", NOW, 15)["leaseTransitions"] == 0
+    renewed = lease.spec_for(held_by("me"), "me", NOW, 15)
+    assert renewed["acquireTime"] == "t0" and renewed["leaseTransitions"] == 3
+    assert lease.spec_for(lease.LeaseView(), "me", NOW, 15)["leaseTransitions"] == 1
 
 
-def test_release_clears_the_holder_and_round_trips_as_released() -> None:
-    spec = lease.released_spec(held_by("me", 2), NOW)
-    assert spec["holderIdentity"] is None
-    assert lease.claim(lease.view_of(spec), "peer", NOW).verdict == "take"
+def test_release_clears_the_holder_keeps_the_history_and_reads_as_released() -> None:
+    spec = lease.released_spec(held_by("me"), NOW)
+    assert spec["holderIdentity"] is None and spec["acquireTime"] == "t0"
+    assert spec["leaseTransitions"] == 3
+    assert lease.claim(lease.view_of(spec), "peer", NOW, NOW).verdict == "take"

@@ -121,6 +121,8 @@ def physical_npus(annotations: Mapping[str, str], resource: str | None, allocata
         return allocatable
     if not isinstance(cards, list) or not all(isinstance(card, dict) for card in cards):
         return allocatable
+    if not cards:  # registered nothing (yet): no better count than allocatable
+        return allocatable
     return len(cards)
 
 

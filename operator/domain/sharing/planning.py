@@ -32,7 +32,7 @@ class Observed:
     """What the controller read this pass; documents are parsed, absent = None."""
 
     nodes: tuple[NodeFacts, ...]
-    plugin_data: Mapping[str, str] | None = None
+    plugin_data: Mapping[str, str] | None = None  # None: the device-plugin ConfigMap is absent
     plugin_annotations: Mapping[str, str] | None = None
     hami_nvidia: Mapping[str, Any] | None = None
     hami_nvidia_managed: Mapping[str, str] = field(default_factory=dict)  # node -> digest

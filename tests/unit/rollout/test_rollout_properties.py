@@ -105,7 +105,7 @@ def test_plan_invariants(
         if n.unschedulable or not n.ready or n.state_error or (n.state and in_flight(n.state))
     }
     for stage in p.stages:
-        admitted = 0
+        admitted: set[str] = set()
         for a in stage:
             n = by_name[a.node]
             if isinstance(a, act.Uncordon):
@@ -114,18 +114,19 @@ def test_plan_invariants(
                 q = by_key[(a.namespace, a.name)]
                 assert not (q.is_daemonset or q.is_mirror or q.deletion_timestamp)
             if isinstance(a, act.Cordon) and want[a.node].invalid:
-                assert n.state is not None and in_flight(
-                    n.state
-                )  # only a rollout already under way
+                # only a rollout already under way
+                assert n.state is not None and in_flight(n.state)
             if (
                 isinstance(a, act.SetNodeState)
                 and a.state.phase == Phase.CORDONED
                 and (n.state is None or not in_flight(n.state))
             ):
                 assert not want[a.node].invalid
-                admitted += 0 if (n.unschedulable or not n.ready) else 1
-        assert admitted <= max(0, budget(spec.max_unavailable, len(nodes)) - len(taken))
-        # A node released in this stage frees its slot for the next stage's admissions.
+                admitted |= set() if (n.unschedulable or not n.ready) else {a.node}
+        assert len(admitted) <= max(0, budget(spec.max_unavailable, len(nodes)) - len(taken))
+        # Nodes admitted here hold a slot from now on; a node released here frees its slot
+        # for the next stage's admissions.
+        taken |= admitted
         taken -= {
             a.node
             for a in stage

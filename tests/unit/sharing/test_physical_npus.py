@@ -35,6 +35,7 @@ def _cards(n: int, slots: int = 7) -> str:
         pytest.param({REGISTER: _cards(2)}, NPU, 14, 2, id="hami-lists-two-cards-of-seven-slots"),
         pytest.param({REGISTER: _cards(8, 4)}, NPU, 32, 8, id="hami-soft-eight-cards"),
         pytest.param({REGISTER: "[]"}, NPU, 0, 0, id="hami-registered-no-card"),
+        pytest.param({REGISTER: "[]"}, NPU, 4, 4, id="empty-register-falls-back-to-allocatable"),
         pytest.param({}, NPU, 4, 4, id="whole-card-plugin-no-annotation"),
         pytest.param({REGISTER: "not json"}, NPU, 14, 14, id="malformed-json"),
         pytest.param({REGISTER: '{"id": "npu-0"}'}, NPU, 14, 14, id="an-object-not-a-list"),

@@ -19,6 +19,7 @@ class World:
 
     nodes: dict[str, NodeFacts]
     data: dict[str, str] = field(default_factory=dict)
+    map_exists: bool = False  # the device-plugin ConfigMap; its first write creates it
     annotations: dict[str, str] = field(default_factory=dict)
     nvidia: dict[str, Any] = field(default_factory=dict)
     nvidia_managed: dict[str, str] = field(default_factory=dict)
@@ -27,7 +28,7 @@ class World:
 
     def observe(self) -> planning.Observed:
         return planning.Observed(
-            tuple(self.nodes.values()), self.data or None, self.annotations,
+            tuple(self.nodes.values()), self.data if self.map_exists else None, self.annotations,
             self.nvidia, self.nvidia_managed, self.ascend, self.ascend_managed,
         )  # fmt: skip
 
@@ -64,6 +65,7 @@ class World:
         return writes
 
     def _merge(self, patch: dict[str, Any]) -> None:
+        self.map_exists = True
         for key, value in patch["data"].items():
             if value is None:
                 self.data.pop(key, None)
