@@ -43,7 +43,8 @@ def advertised(
 
 
 class AscendNodes:
-    """One VnpuAgent + device-plugin stand-in per Ascend node (label npu.chip.name)."""
+    """One VnpuAgent + device-plugin stand-in per Ascend node (label npu.chip.name), except
+    nodes labelled ``ascend=on``: HAMi's device plugin (``hami_ascend``) serves those."""
 
     def __init__(self, kube: Kube, workdir: Path | None = None) -> None:
         self.kube = kube
@@ -67,7 +68,8 @@ class AscendNodes:
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
         labels = node["metadata"].get("labels") or {}
         chip_name = labels.get(c.NPU_CHIP_NAME_LABEL)
-        if kind == "DELETED" or not chip_name:
+        hami = labels.get(c.HAMI_ASCEND_NODE_LABEL) == c.HAMI_ASCEND_NODE_VALUE
+        if kind == "DELETED" or not chip_name or hami:  # HAMi's plugin runs there instead
             return
         name = node["metadata"]["name"]
         with self._lock:
