@@ -58,17 +58,8 @@ class Snapshot:
     missing_pools: Mapping[str, str]  # policy -> poolRef name that does not exist
 
     def observed(self) -> planning.Observed:
-        cm = self.plugin_map
-        data = None if cm is None else cm.get("data") or {}  # None: the map does not exist
-        notes = (cm or {}).get("metadata", {}).get("annotations") or {}
-        return planning.Observed(
-            tuple(self.facts.values()),
-            data,
-            notes,
-            self.nvidia.parsed,
-            self.nvidia.managed,
-            self.ascend.parsed,
-            self.ascend.managed,
+        return cluster.sharing_observed(
+            self.facts.values(), self.plugin_map, self.nvidia, self.ascend
         )
 
 

@@ -32,8 +32,6 @@ from tessera.observability import metrics
 
 log = logging.getLogger("tessera.lease")
 LEASES = "coordination.k8s.io/v1"
-SAFETY_S = 3.0
-"""A pass starts no new stage of writes unless the Lease has this long left to run."""
 
 
 class WriterLease:
@@ -76,13 +74,12 @@ class WriterLease:
             yield claim
         finally:
             if self._leave(passes=1):
-                self._release()
+                self.release()
 
     def valid(self) -> bool:
-        """Held, with at least ``SAFETY_S`` of its duration left: a write started now lands
-        inside it."""
+        """Held, with at least ``lease.SAFETY_S`` of its duration left."""
         with self._lock:
-            return self._since_renewal() < self.duration_s - SAFETY_S
+            return decide.usable(self._since_renewal(), self.duration_s)
 
     def daemon_started(self) -> None:
         with self._lock:
@@ -92,10 +89,6 @@ class WriterLease:
         """A daemon ended (its pass thread may still run: kopf cannot stop a thread).
         No I/O, safe on the event loop; True when ``release`` is due now."""
         return self._leave(daemons=1)
-
-    def release(self) -> None:
-        """Give the Lease back if no pass or daemon of ours is left (re-checked)."""
-        self._release()
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -107,7 +100,7 @@ class WriterLease:
 
     def _fresh(self) -> bool:
         with self._lock:
-            return self._since_renewal() < self.duration_s / 2
+            return decide.fresh(self._since_renewal(), self.duration_s)
 
     def _leave(self, *, passes: int = 0, daemons: int = 0) -> bool:
         with self._lock:
@@ -175,7 +168,8 @@ class WriterLease:
         if was:
             log.error("writer lease %s/%s lost: %s", self.namespace, self.name, reason)
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Give the Lease back if no pass or daemon of ours is left (re-checked)."""
         with self._writes:
             with self._lock:  # a pass that started meanwhile keeps it; a later one re-takes it
                 if self._passes or self._daemons or not self._held:
@@ -202,7 +196,7 @@ class WriterLease:
 
     def _renew_loop(self) -> None:
         """A third of the duration after each renewal while a pass runs; ends when none does."""
-        period = self.duration_s / 3
+        period = decide.renew_period(self.duration_s)
         while True:
             with self._lock:
                 if not (self._passes > 0 and self._held):

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -24,7 +24,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import pools, rollout, selectors
 from tessera.domain.rollout.machine import reads_pods
 from tessera.domain.rollout.targets import at_target
-from tessera.domain.sharing import hami, parsing
+from tessera.domain.sharing import hami, parsing, planning
 from tessera.domain.sharing import nodes as node_facts
 
 Raw = Mapping[str, Any]
@@ -269,3 +269,31 @@ def hami_document(obj: Raw | None, key: str) -> HamiDocument:
     if not isinstance(parsed, dict):
         return HamiDocument(None, {}, f"{where}: not a map")
     return HamiDocument(parsed, managed)
+
+
+class ParsedHami(Protocol):
+    """A HAMi node config as read: ``HamiDocument`` here, the controller's ``Document``."""
+
+    @property
+    def parsed(self) -> Mapping[str, Any] | None: ...
+    @property
+    def managed(self) -> Mapping[str, str]: ...
+
+
+def sharing_observed(
+    facts: Iterable[node_facts.NodeFacts],
+    plugin_map: Raw | None,
+    nvidia: ParsedHami,
+    ascend: ParsedHami,
+) -> planning.Observed:
+    """What a sharing plan reads. An absent device-plugin ConfigMap stays absent (``None``),
+    never an empty one: planning writes no map on a cluster that has none and no NVIDIA node."""
+    return planning.Observed(
+        tuple(facts),
+        None if plugin_map is None else plugin_map.get("data") or {},
+        (plugin_map or {}).get("metadata", {}).get("annotations") or {},
+        nvidia.parsed,
+        nvidia.managed,
+        ascend.parsed,
+        ascend.managed,
+    )

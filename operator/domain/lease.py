@@ -77,6 +77,25 @@ def claim(lease: LeaseView, me: str, now: datetime, seen_since: datetime) -> Cla
     return Claim("wait", f"held by {lease.holder} for up to {left:.0f} s more")
 
 
+SAFETY_S = 3.0
+"""A pass starts no new stage of writes unless the Lease has this long left to run."""
+
+
+def usable(since_renewal: float, duration_s: int) -> bool:
+    """Whether a write started now lands inside the Lease we hold."""
+    return since_renewal < duration_s - SAFETY_S
+
+
+def fresh(since_renewal: float, duration_s: int) -> bool:
+    """Whether a pass starting now may skip renewing (under half the duration gone)."""
+    return since_renewal < duration_s / 2
+
+
+def renew_period(duration_s: int) -> float:
+    """How often a holder renews while passes run."""
+    return duration_s / 3
+
+
 def spec_for(lease: LeaseView, me: str, now: datetime, duration_s: int) -> dict[str, Any]:
     """The spec that takes (new acquireTime, one more transition) or renews the Lease."""
     taking = lease.holder != me

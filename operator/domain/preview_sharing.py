@@ -74,15 +74,7 @@ def previews(
     nv = observe.hami_document(nv_cm, c.HAMI_NVIDIA_CONFIGMAP_KEY)
     asc = observe.hami_document(asc_cm, c.HAMI_ASCEND_CONFIGMAP_KEY)
     data = dict((plugin or {}).get("data") or {})
-    seen = planning.Observed(
-        tuple(facts.values()),
-        data if plugin is not None else None,  # None: the map does not exist
-        (plugin or {}).get("metadata", {}).get("annotations") or {},
-        nv.parsed,
-        nv.managed,
-        asc.parsed,
-        asc.managed,
-    )
+    seen = observe.sharing_observed(facts.values(), plugin, nv, asc)
     hns = loc.hami_namespace
     settings = planning.Settings(
         plugin_map=ConfigMapRef(*loc.device_plugin),

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,6 +94,11 @@ class OperatorProcess:
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def scrape(self) -> str:
+        """This process's /metrics, as Prometheus would read it."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            return str(response.read().decode())
 
     def start(self) -> OperatorProcess:
         log = self.log_path.open("ab")

@@ -123,12 +123,6 @@ def test_the_chart_grants_what_config_rbac_grants_and_follows_the_configmap_valu
     assert "--vnpu-configmap=tessera-system/tessera-vnpu-config" in args
 
 
-def scrape(operator: OperatorProcess) -> str:
-    with urllib.request.urlopen(operator.metrics_url, timeout=5) as response:
-        text: str = response.read().decode()
-        return text
-
-
 def test_the_running_operator_serves_its_metrics(kube: Kube, operator: OperatorProcess) -> None:
     kube.create(
         "/apis/tessera.io/v1alpha1/tenantquotas",
@@ -147,14 +141,14 @@ def test_the_running_operator_serves_its_metrics(kube: Kube, operator: OperatorP
 
     def reconciled() -> float | None:
         try:
-            text = scrape(operator)
+            text = operator.scrape()
         except urllib.error.URLError:  # the process is still starting
             return None
         match = pattern.search(text)
         return float(match.group(1)) if match else None
 
     assert eventually(reconciled, 30, "a ready TenantQuota reconcile counted") >= 1
-    text = scrape(operator)
+    text = operator.scrape()
     for info in metrics.catalog():
         assert f"# TYPE {info.name} {info.type}\n" in text, f"{info.name} is not exported"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -266,14 +265,9 @@ def test_agent_failure(
         )
 
     eventually(rolled_back, 90, "rollback to the last good layout, uncordoned")
-    scraped = urllib.request.urlopen(operator.metrics_url, timeout=5).read().decode()
+    scraped = operator.scrape()
     assert f'tessera_rollbacks_total{{pool="{pool}"}} 1.0' in scraped
     assert 'tessera_rollout_phase_duration_seconds_count{phase="Verifying"}' in scraped
-
-
-def _scrape(operator: OperatorProcess) -> str:
-    with urllib.request.urlopen(operator.metrics_url, timeout=5) as response:
-        return str(response.read().decode())
 
 
 def test_new_node_joins_and_deletion_mid_rollout_leaves_nothing_cordoned(
@@ -307,7 +301,7 @@ def test_new_node_joins_and_deletion_mid_rollout_leaves_nothing_cordoned(
         "a node cordoned by the rollout",
     )
     series = 'tessera_rollout_nodes{kind="NodePoolGeometry",phase="InProgress",pool="npg-join"}'
-    eventually(lambda: f"{series} 1.0" in _scrape(operator), 30, "InProgress 1 on /metrics")
+    eventually(lambda: f"{series} 1.0" in operator.scrape(), 30, "InProgress 1 on /metrics")
     kube.delete(f"{NPG}/npg-join")
     for node in _nodes(kube, "npg-join"):
         kube.patch(
@@ -315,7 +309,7 @@ def test_new_node_joins_and_deletion_mid_rollout_leaves_nothing_cordoned(
             {"metadata": {"annotations": {gpunode.STUCK: None}}},
         )
     eventually(lambda: _npg(kube, "npg-join") is None or None, 90, "npg-join deleted")
-    assert 'pool="npg-join"' not in _scrape(operator)  # a deleted pool's series are dropped
+    assert 'pool="npg-join"' not in operator.scrape()  # a deleted pool's series are dropped
     for node in _nodes(kube, "npg-join"):
         assert not node["spec"].get("unschedulable"), node["metadata"]["name"]
         assert c.NODE_STATE_ANNOTATION not in node["metadata"].get("annotations", {})

@@ -18,7 +18,6 @@ both replicas, so it is stopped for the test and started again afterwards.
 from __future__ import annotations
 
 import re
-import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -143,8 +142,7 @@ def _holder(kube: Kube) -> str:
 
 def _lease_gauge(replica: OperatorProcess) -> float:
     """``tessera_writer_lease_held`` as the replica's /metrics shows it."""
-    with urllib.request.urlopen(replica.metrics_url, timeout=5) as response:
-        text = response.read().decode()
+    text = replica.scrape()
     [value] = re.findall(r"^tessera_writer_lease_held ([0-9.]+)$", text, re.MULTILINE)
     return float(value)
 

@@ -78,3 +78,18 @@ def test_release_clears_the_holder_keeps_the_history_and_reads_as_released() -> 
     assert spec["holderIdentity"] is None and spec["acquireTime"] == "t0"
     assert spec["leaseTransitions"] == 3
     assert lease.claim(lease.view_of(spec), "peer", NOW, NOW).verdict == "take"
+
+
+@pytest.mark.parametrize(
+    ("since", "usable", "fresh"),
+    [
+        (0, True, True),
+        (7.4, True, True),
+        (7.5, True, False),
+        (11.9, True, False),
+        (12, False, False),
+    ],
+)
+def test_how_long_a_held_lease_is_trusted(since: float, usable: bool, fresh: bool) -> None:
+    assert (lease.usable(since, 15), lease.fresh(since, 15)) == (usable, fresh)
+    assert lease.renew_period(15) == 5  # renewed three times within one duration
