@@ -14,12 +14,13 @@ from preview_builders import (
     namespace,
     npg,
     pod,
+    sharing_applied,
     world,
 )
 
 from tessera.api import constants as c
-from tessera.domain import preview, preview_sharing, preview_text
-from tessera.domain.preview import Cluster, Raw
+from tessera.domain import preview, preview_text
+from tessera.domain.preview import Raw
 
 _RES = {"nvidia_gpu": "nvidia.com/gpu", "nvidia_mig3g": "nvidia.com/mig-3g.40gb"}
 WHOLE = {c.MIG_STRATEGY_LABEL: "none"}
@@ -39,45 +40,6 @@ def _whole_gpu_nodes(pool: str, count: int) -> list[Raw]:
     for n in nodes:
         n["metadata"]["labels"].update(WHOLE)
     return nodes
-
-
-def _applied(items: list[Raw], policy: dict[str, Any]) -> list[Raw]:
-    """The cluster once the sharing controller wrote ``policy`` (ConfigMap keys, node labels)."""
-    before = Cluster.of([*items, policy])
-    p = preview.preview(before, [policy], T0)
-    assert p.objects[0].changes  # something to apply
-    plan_data: dict[str, str] = {}
-    from tessera.domain.sharing import planning
-
-    facts = {n["metadata"]["name"]: preview_sharing.observe.sharing_facts(n) for n in before.nodes}
-    plan = planning.plan(preview_sharing.policies(before), planning.Observed(tuple(facts.values())))
-    plan_data.update(plan.device_plugin.put)
-    moved = {ch.node: ch.patch()["metadata"] for ch in plan.device_plugin.labels}
-    out: list[Raw] = []
-    for raw in items:
-        meta = moved.get(raw["metadata"]["name"]) if raw["kind"] == "Node" else None
-        item = raw
-        if meta:
-            item = {
-                **raw,
-                "metadata": {
-                    **raw["metadata"],
-                    "labels": {**raw["metadata"]["labels"], **meta["labels"]},
-                    "annotations": meta["annotations"],
-                },
-            }
-        out.append(item)
-    cm = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": c.DEVICE_PLUGIN_CONFIGMAP_NAME,
-            "namespace": c.DEVICE_PLUGIN_CONFIGMAP_NAMESPACE,
-            "annotations": plan.device_plugin.data_patch()["metadata"]["annotations"],
-        },
-        "data": plan_data,
-    }
-    return [*out, cm, policy]
 
 
 def test_first_time_slicing_config_is_in_place_and_diffs_the_device_plugin_map() -> None:
@@ -102,9 +64,9 @@ def test_first_mps_config_drains_because_the_compute_mode_changes() -> None:
 
 def test_applied_policy_is_no_change_and_a_backend_switch_drains_its_pods() -> None:
     timeslice = _sp("nb", "nb", "TimeSlicing", timeSlicing={"replicas": 2})
-    items = _applied(
-        [*_whole_gpu_nodes("nb", 2), namespace("ml"), pod("nb-job", "nb-0")], timeslice
-    )
+    fresh = [*_whole_gpu_nodes("nb", 2), namespace("ml"), pod("nb-job", "nb-0")]
+    assert preview.preview(world(*fresh), [timeslice], T0).objects[0].changes  # to apply
+    items = sharing_applied(fresh, timeslice)
     same = preview.preview(world(*items), [timeslice], T0)
     assert not same.changed, preview_text.render(same)
     mps = _sp("nb", "nb", "MPS", mps={"replicas": 4})
@@ -119,7 +81,7 @@ def test_applied_policy_is_no_change_and_a_backend_switch_drains_its_pods() -> N
 
 
 def test_replicas_change_is_in_place() -> None:
-    items = _applied(
+    items = sharing_applied(
         _whole_gpu_nodes("nb", 1), _sp("nb", "nb", "TimeSlicing", timeSlicing={"replicas": 2})
     )
     items[0]["status"]["allocatable"]["nvidia.com/gpu"] = "8"  # what the plugin advertises: 4 x 2
