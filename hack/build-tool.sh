@@ -5,7 +5,8 @@
 #   hack/build-tool.sh helm      the Helm CLI (hack/helm, helm.sh/helm/v3)
 #
 # Prints the path of the binary. Binaries are cached outside the repository, keyed by the
-# tool's go.sum and main sources and the Go version, so a second run costs nothing.
+# tool's go.sum and main sources and the Go version, so a second run costs nothing. Builds
+# running at once share one build (hack/cache.sh).
 set -euo pipefail
 
 tool="${1:?usage: hack/build-tool.sh kstatus|helm}"
@@ -19,14 +20,21 @@ esac
 
 key="$(cat "$src"/go.mod "$src"/go.sum "$src"/*.go | sha256sum | cut -c1-12)"
 out="${XDG_CACHE_HOME:-$HOME/.cache}/tessera/tools/$tool-$key-$(go env GOVERSION)"
-if [[ -x "$out/$tool" ]]; then echo "$out/$tool"; exit 0; fi
 
-mkdir -p "$out.tmp"
-cd "$src"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -mod=readonly"
-start=$SECONDS
-echo "build-tool.sh: building $tool into $out" >&2
-go build -ldflags "-s -w" -o "$out.tmp/$tool" "$pkg"
-rm -rf "$out" && mv "$out.tmp" "$out"
-echo "build-tool.sh: built $tool in $((SECONDS - start))s" >&2
+complete() { [[ -x "$1/$tool" ]]; }
+build() {
+  local start=$SECONDS
+  echo "build-tool.sh: building $tool into $out" >&2
+  # errexit does not apply inside a function called as a condition, hence the && and ||
+  (
+    cd "$src" &&
+      export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -mod=readonly" &&
+      go build -ldflags "-s -w" -o "$1/$tool" "$pkg"
+  ) || return 1
+  echo "build-tool.sh: built $tool in $((SECONDS - start))s" >&2
+}
+
+# shellcheck source=hack/cache.sh
+source "$here/cache.sh"
+cache_build "$out" complete build
 echo "$out/$tool"

@@ -1,0 +1,192 @@
+"""hack/build-tool.sh and hack/controlplane/build.sh when builds run at once (two test sessions,
+``make demo`` next to ``make test``): both share one build, and nobody sees a folder vanish.
+
+The scripts run for real (bash, flock, mktemp, mv) against an empty cache under a temporary
+XDG_CACHE_HOME; only ``go`` is a stand-in, which logs each build, waits at a gate the test
+opens, then writes its binaries. The gate opens once both scripts have got as far as they can
+alone: both building (the race) or one building and the other waiting for it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .helpers import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = "half written\nwhole\n"
+FAKE_GO = r"""#!/usr/bin/env bash
+set -eu
+case "$1" in
+  env) echo go0.0-fake; exit 0 ;;
+  build) shift ;;
+  *) exit 2 ;;
+esac
+out=""; pkgs=()
+while (($#)); do
+  case "$1" in
+    -o) out="$2"; shift 2 ;;
+    -ldflags) shift 2 ;;
+    -*) shift ;;
+    *) pkgs+=("$1"); shift ;;
+  esac
+done
+echo "build $out" >> "$FAKE_GO_LOG"
+if [[ -n "${FAKE_GO_FAIL:-}" ]]; then echo "fake go: build failed" >&2; exit 1; fi
+until [[ -e "$FAKE_GO_GATE" ]]; do sleep 0.05; done
+for pkg in "${pkgs[@]}"; do
+  bin="$out"; [[ "$out" == */ ]] && bin="$out${pkg##*/}"
+  printf 'half written\n' > "$bin"
+  printf 'whole\n' >> "$bin"
+  chmod +x "$bin"
+done
+"""
+
+
+@dataclass(frozen=True)
+class Script:
+    argv: list[str]
+    binaries: list[str]  # what a complete cache entry holds
+    builds: int  # go build calls per build
+
+
+SCRIPTS = {
+    "build-tool.sh helm": Script([str(ROOT / "hack/build-tool.sh"), "helm"], ["helm"], 1),
+    "controlplane/build.sh": Script(
+        [str(ROOT / "hack/controlplane/build.sh")],
+        ["etcd", "kube-apiserver", "kube-controller-manager", "kubectl"],
+        2,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    env: dict[str, str]
+    cache: Path
+    log: Path
+    gate: Path
+
+    def start(self, script: Script, name: str) -> tuple[subprocess.Popen[str], Path]:
+        err = self.cache.parent / f"{name}.stderr"
+        with err.open("w") as stderr:
+            proc = subprocess.Popen(
+                script.argv, env=self.env, stdout=subprocess.PIPE, stderr=stderr, text=True
+            )
+        return proc, err
+
+    def builds(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def leftovers(self) -> list[str]:
+        return sorted(p.name for p in self.cache.rglob("*") if ".tmp" in p.name)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    go = bindir / "go"
+    go.write_text(FAKE_GO)
+    go.chmod(go.stat().st_mode | stat.S_IXUSR)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"TESSERA_CONTROLPLANE_BIN", "KUBEBUILDER_ASSETS"}
+    }
+    env |= {
+        "PATH": f"{bindir}:{env['PATH']}",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "FAKE_GO_LOG": str(tmp_path / "go.log"),
+        "FAKE_GO_GATE": str(tmp_path / "gate"),
+    }
+    return Sandbox(env, tmp_path / "cache", tmp_path / "go.log", tmp_path / "gate")
+
+
+def finish(proc: subprocess.Popen[str], err: Path) -> tuple[int, str, str]:
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out.strip(), err.read_text()
+
+
+def assert_complete(folder: Path, script: Script) -> None:
+    assert sorted(p.name for p in folder.iterdir()) == sorted(script.binaries)
+    for name in script.binaries:
+        assert (folder / name).read_text() == BINARY
+        assert os.access(folder / name, os.X_OK)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_two_builds_at_once_into_an_empty_cache_share_one_complete_build(
+    sandbox: Sandbox, name: str
+) -> None:
+    script = SCRIPTS[name]
+    first, first_err = sandbox.start(script, "first")
+    second, second_err = sandbox.start(script, "second")
+
+    def alone_as_far_as_they_go() -> bool:
+        building = sum("building" in e.read_text() for e in (first_err, second_err))
+        waiting = any("waiting for another build" in e.read_text() for e in (first_err, second_err))
+        return building == 2 or (building == 1 and waiting)
+
+    eventually(alone_as_far_as_they_go, 30, "both scripts building, or one waiting for the other")
+    sandbox.gate.touch()
+    results = [finish(first, first_err), finish(second, second_err)]
+    assert [rc for rc, _, _ in results] == [0, 0], results
+    paths = {out for _, out, _ in results}
+    assert len(paths) == 1, results
+    entry = Path(paths.pop())
+    assert_complete(entry if entry.is_dir() else entry.parent, script)
+    assert len(sandbox.builds()) == script.builds, sandbox.builds()  # one build, not two
+    assert sandbox.leftovers() == []
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_failed_build_leaves_no_entry_and_the_next_build_succeeds(
+    sandbox: Sandbox, name: str
+) -> None:
+    script = SCRIPTS[name]
+    sandbox.gate.touch()
+    failed = subprocess.run(
+        script.argv, env={**sandbox.env, "FAKE_GO_FAIL": "1"}, capture_output=True, text=True
+    )
+    assert failed.returncode != 0 and "fake go: build failed" in failed.stderr
+    assert failed.stdout == ""
+    assert [p for p in sandbox.cache.rglob("*") if p.is_dir() and "-go0.0-fake" in p.name] == []
+    ok = subprocess.run(script.argv, env=sandbox.env, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    entry = Path(ok.stdout.strip())
+    assert_complete(entry if entry.is_dir() else entry.parent, script)
+    assert sandbox.leftovers() == []
+
+
+def test_an_entry_an_interrupted_build_left_incomplete_is_replaced(sandbox: Sandbox) -> None:
+    script = SCRIPTS["controlplane/build.sh"]
+    sandbox.gate.touch()
+    first = subprocess.run(script.argv, env=sandbox.env, capture_output=True, text=True)
+    entry = Path(first.stdout.strip())
+    (entry / "kubectl").unlink()  # as if a build of an older script had been killed
+    leftover = entry.parent / f"{entry.name}.tmp.abc123"
+    leftover.mkdir()  # and a killed build's private folder
+    again = subprocess.run(script.argv, env=sandbox.env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == str(entry)
+    assert_complete(entry, script)
+    assert sandbox.leftovers() == []
+    assert not list(entry.parent.glob("*.stale.*"))
+
+
+def test_a_complete_entry_is_reused_without_building(sandbox: Sandbox) -> None:
+    script = SCRIPTS["build-tool.sh helm"]
+    sandbox.gate.touch()
+    first = subprocess.run(script.argv, env=sandbox.env, capture_output=True, text=True)
+    inode = Path(first.stdout.strip()).stat().st_ino
+    again = subprocess.run(script.argv, env=sandbox.env, capture_output=True, text=True)
+    assert (again.returncode, again.stdout) == (0, first.stdout)
+    assert Path(again.stdout.strip()).stat().st_ino == inode
+    assert len(sandbox.builds()) == 1
