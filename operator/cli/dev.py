@@ -90,12 +90,23 @@ def _demo(args: argparse.Namespace) -> int:
     if waiting_ok:
         print("    (ascend-310p waits for the Ascend vNPU agent, not part of this build yet)")
     print("\nExplore with:")
-    print(f"  export KUBECONFIG={session.kubeconfig}")
-    print(f"  alias kubectl={session.kubectl}")
-    print("  kubectl get tessera; kubectl get npg h100-inference -o yaml")
-    print("  tessera plan -f config/samples/   # preview a change before applying it")
+    print(explore_hint(session.kubeconfig, session.kubectl))
     print("Stop with: make demo-down")
     return 0 if ready else 1
+
+
+def explore_hint(kubeconfig: Path, kubectl: Path) -> str:
+    """Commands to paste into any shell: absolute paths, as neither kubectl nor tessera may be
+    on PATH (tessera lives in the venv that ran this command)."""
+    tessera = Path(sys.executable).with_name("tessera")
+    return "\n".join(
+        [
+            f"  export KUBECONFIG={kubeconfig}",
+            f"  alias kubectl={kubectl} tessera={tessera}  # or: source {tessera.parent}/activate",
+            "  kubectl get tessera; kubectl get npg h100-inference -o yaml",
+            f"  tessera plan -f {ROOT / 'config' / 'samples'}/   # preview a change before applying it",
+        ]
+    )
 
 
 def _watch(kube: object, timeout: float, waiting_ok: tuple[str, ...]) -> bool:

@@ -8,6 +8,8 @@ only here.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +19,9 @@ import pytest
 import yaml
 
 from tessera.adapters.kube import Kube
+from tessera.cli import dev
 from tessera.devcluster import demo
+from tessera.devcluster.controlplane import ControlPlane
 
 from .conftest import ROOT, Kubectl, OperatorProcess
 from .helpers import eventually
@@ -68,3 +72,25 @@ def test_demo_scenario_converges_without_errors(
     bad = [line for line in log.splitlines() if "Traceback" in line or " ERROR " in line]
     assert not bad, "\n".join(bad[:10])
     assert elapsed < DEADLINE
+
+
+def test_the_explore_hint_runs_as_printed_in_a_shell_without_the_venv(
+    control_plane: ControlPlane, kubectl: Kubectl, demo_agents: None, tmp_path: Path
+) -> None:
+    kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
+    hint = dev.explore_hint(control_plane.kubeconfig, control_plane.kubectl)
+    script = "set -e\n" + "\n".join(line.strip() for line in hint.splitlines())
+    # A fresh shell elsewhere: no venv on PATH, no KUBECONFIG, not in the repository.
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path))}
+    out = subprocess.run(
+        ["bash", "-O", "expand_aliases", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # tessera plan exits 0 (no change) or 2 (changes); 127 would be "command not found".
+    assert out.returncode in (0, 2), out.stderr
+    assert "h100-inference" in out.stdout
+    assert "NodePoolGeometry" in out.stdout or "No changes" in out.stdout, out.stdout
