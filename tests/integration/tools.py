@@ -7,6 +7,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "tessera"
 
 
 @cache
@@ -19,3 +20,20 @@ def tool(name: str) -> Path:
         timeout=900,  # a cold build downloads its modules first
     )
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    """``helm ARGS`` with the pinned Helm, offline unless ARGS name a kubeconfig."""
+    return subprocess.run(
+        [str(tool("helm")), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def helm_template(*values: str, extra: tuple[str, ...] = ()) -> str:
+    """The chart rendered as release ``tessera`` in tessera-system, with ``--set`` VALUES."""
+    args = ["template", "tessera", str(CHART), "--namespace", "tessera-system", "--include-crds"]
+    for value in values:
+        args += ["--set", value]
+    out = helm(*args, *extra)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

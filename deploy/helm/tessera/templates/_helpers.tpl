@@ -13,3 +13,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "tessera.vnpuNamespace" -}}
 {{ .Values.configMaps.vnpu.namespace | default .Release.Namespace }}
 {{- end }}
+
+{{- define "tessera.operatorSelector" -}}
+app.kubernetes.io/name: tessera
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
