@@ -38,7 +38,7 @@ done
 
 build() {
   local start=$SECONDS
-  echo "build.sh: building Kubernetes $k8s_version and etcd $etcd_version into $out (cold: 6 to 12 min on 2 cores)" >&2
+  echo "build.sh: building Kubernetes $k8s_version and etcd $etcd_version into $out (cold: 10 to 20 min on 2 cores)" >&2
   # errexit does not apply inside a function called as a condition, hence the && and ||
   (
     cd "$here" &&
