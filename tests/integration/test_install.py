@@ -194,3 +194,23 @@ def test_each_replica_derives_a_distinct_peering_priority_from_its_pod_name(
         assert match, out
         priorities.add(int(match.group(1)))
     assert len(priorities) == 2
+
+
+def test_argo_cd_syncs_every_install_object_before_the_custom_resources(kubectl: Kubectl) -> None:
+    docs = [
+        d
+        for d in yaml.safe_load_all(kubectl.ok("kustomize", str(ROOT / "deploy/argocd/install")))
+        if d
+    ]
+    waves = {
+        (d["kind"], d["metadata"]["name"]): d["metadata"]
+        .get("annotations", {})
+        .get("argocd.argoproj.io/sync-wave")
+        for d in docs
+    }
+    install = kinds(kubectl.ok("kustomize", str(CONFIG / "default")))
+    late = {obj: waves[obj] for obj in install if waves[obj] not in ("-2", "-1")}
+    assert late == {}, "the install must be synced (and pruned) around the custom resources"
+    assert {w for (kind, _), w in waves.items() if kind in {"NodePoolGeometry", "TenantQuota"}} == {
+        "0"
+    }
