@@ -18,16 +18,18 @@ cache_build() {
   local out="$1" complete="$2" build="$3" lock tmp
   if "$complete" "$out"; then return 0; fi
   mkdir -p "$(dirname "$out")"
-  exec {lock}>"$out.lock"
-  if ! flock -n "$lock"; then
-    echo "${0##*/}: waiting for another build into $out to finish" >&2
-    flock "$lock"
-  fi
-  if "$complete" "$out"; then return 0; fi  # built while we waited
-  rm -rf "$out".tmp.* "$out".stale.*
-  if [[ -e "$out" ]]; then  # an interrupted build of an older script: nobody can use it
-    mv -T "$out" "$(mktemp -d "$out.stale.XXXXXX")" && rm -rf "$out".stale.*
-  fi
+  if command -v flock >/dev/null; then
+    exec {lock}>"$out.lock"
+    if ! flock -n "$lock"; then
+      echo "${0##*/}: waiting for another build into $out to finish" >&2
+      flock "$lock"
+    fi
+    if "$complete" "$out"; then return 0; fi  # built while we waited
+    rm -rf "$out".tmp.* "$out".stale.*
+    if [[ -e "$out" ]]; then  # an interrupted build of an older script: nobody can use it
+      mv -T "$out" "$(mktemp -d "$out.stale.XXXXXX")" && rm -rf "$out".stale.*
+    fi
+  fi  # without flock (util-linux) builds at once each build, and the first rename wins
   tmp="$(mktemp -d "$out.tmp.XXXXXX")"
   if ! "$build" "$tmp"; then
     rm -rf "$tmp"

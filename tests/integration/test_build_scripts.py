@@ -121,11 +121,9 @@ def assert_complete(folder: Path, script: Script) -> None:
         assert os.access(folder / name, os.X_OK)
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_two_builds_at_once_into_an_empty_cache_share_one_complete_build(
-    sandbox: Sandbox, name: str
-) -> None:
-    script = SCRIPTS[name]
+def race(sandbox: Sandbox, script: Script) -> Path:
+    """Start two builds at once, open the gate when neither can go further alone; both must
+    succeed and print the same path. Returns the cache entry (a folder)."""
     first, first_err = sandbox.start(script, "first")
     second, second_err = sandbox.start(script, "second")
 
@@ -141,8 +139,31 @@ def test_two_builds_at_once_into_an_empty_cache_share_one_complete_build(
     paths = {out for _, out, _ in results}
     assert len(paths) == 1, results
     entry = Path(paths.pop())
-    assert_complete(entry if entry.is_dir() else entry.parent, script)
+    return entry if entry.is_dir() else entry.parent
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_two_builds_at_once_into_an_empty_cache_share_one_complete_build(
+    sandbox: Sandbox, name: str
+) -> None:
+    script = SCRIPTS[name]
+    assert_complete(race(sandbox, script), script)
     assert len(sandbox.builds()) == script.builds, sandbox.builds()  # one build, not two
+    assert sandbox.leftovers() == []
+
+
+def test_without_flock_two_builds_at_once_both_build_and_the_first_rename_wins(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    bare = tmp_path / "no-flock"  # every command of /usr/bin but flock (util-linux)
+    bare.mkdir()
+    for tool in Path("/usr/bin").iterdir():
+        if tool.name != "flock":
+            (bare / tool.name).symlink_to(tool)
+    sandbox.env["PATH"] = f"{tmp_path / 'bin'}:{bare}"
+    script = SCRIPTS["build-tool.sh helm"]
+    assert_complete(race(sandbox, script), script)
+    assert len(sandbox.builds()) == 2, sandbox.builds()
     assert sandbox.leftovers() == []
 
 
