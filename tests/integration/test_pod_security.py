@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import shlex
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -65,14 +66,24 @@ def selected(kubectl: Kubectl, ns: str, selector: dict[str, Any]) -> list[str]:
     return sorted(p["metadata"]["name"] for p in json.loads(out)["items"])
 
 
+@pytest.fixture
+def scratch(kubectl: Kubectl) -> Iterator[list[str]]:
+    """Namespaces the test creates; deleted afterwards with their never-scheduled pods."""
+    made: list[str] = []
+    yield made
+    for ns in made:
+        kubectl.ok("delete", "namespace", ns, "--wait=false")
+
+
 @pytest.mark.parametrize("install", INSTALLS)
 def test_operator_pods_are_admitted_where_restricted_is_enforced_and_a_pdb_covers_them(
-    kube: Kube, kubectl: Kubectl, install: str
+    kube: Kube, kubectl: Kubectl, scratch: list[str], install: str
 ) -> None:
     labels, docs = INSTALLS[install](kubectl)
     assert {k: v for k, v in labels.items() if k.startswith(PSA)} == RESTRICTED
     ns = f"psa-{install}"
     namespace(kube, ns, labels)
+    scratch.append(ns)
     kubectl.ok("create", "serviceaccount", "tessera", "-n", ns)
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     replicas = deployment["spec"]["replicas"]
