@@ -46,7 +46,7 @@ def cluster(seed: int = SEED) -> list[Node]:
         present = [first, rng.choice(family)] if rng.random() < 0.1 else [first]
         layouts = [MigLayout(devices="all", profiles=_pick(rng, first))]
         if rng.random() < 0.3:
-            layouts.append(MigLayout(devices=[rng.randrange(8)], profiles=_pick(rng, first)))
+            layouts.append(MigLayout(devices=rng.randrange(8), profiles=_pick(rng, first)))
         pools.append((present, tuple(layouts)))
     nodes = []
     for _ in range(NODES):

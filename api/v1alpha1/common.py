@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from . import quantity
 
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+(me|me\.all|gfx)|-me)?$"
@@ -24,6 +26,15 @@ def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str
     if field_path:
         entry["fieldPath"] = field_path
     return entry
+
+
+def message_expression(rule: str, expression: str) -> dict[str, str]:
+    """An ``x-kubernetes-validations`` entry whose message is computed, e.g. to show the value.
+
+    The API server prints a CEL failure as ``<field>: Invalid value: "<schema type>"`` (``""``
+    for int-or-string), never the value itself; only the message can show it.
+    """
+    return {"rule": rule, "messageExpression": expression}
 
 
 def keys_matching(pattern: str, message: str, max_keys: int) -> dict[str, Any]:
@@ -57,17 +68,13 @@ IntOrString = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or
 
 Count = Annotated[
     int | str,
+    AfterValidator(quantity.validated),
     Field(
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
+            "minimum": 0,
             "maxLength": 18,
-            **validations(
-                cel(
-                    "type(self) == int ? self >= 0 : self.matches('^[0-9]+$')",
-                    "must be a non-negative whole number (accelerator resources are counted, "
-                    "not measured)",
-                )
-            ),
+            **validations(message_expression(quantity.CEL_RULE, quantity.CEL_MESSAGE)),
         }
     ),
 ]

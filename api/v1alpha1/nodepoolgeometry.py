@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
+from . import devices as grammar
 from .common import (
     MIG_PROFILE_PATTERN,
     VNPU_TEMPLATE_PATTERN,
@@ -18,57 +19,31 @@ from .common import (
     RolloutSpec,
     cel,
     keys_matching,
+    message_expression,
     validations,
 )
 
-_INDEX = "([0-9]|1[0-5])"
-_INDEX_RANGE = f"{_INDEX}(-{_INDEX})?"
-DEVICES_PATTERN = f"^(all|{_INDEX_RANGE}(,{_INDEX_RANGE})*)$"
-
 Devices = Annotated[
-    int | str | list[int],
+    int | str,
+    AfterValidator(grammar.validated),
     Field(
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
+            # integers are checked by the schema, whose error shows the value (CEL's shows none)
+            "minimum": 0,
+            "maximum": grammar.MAX_INDEX,
             "maxLength": 64,
-            **validations(
-                cel(
-                    "type(self) == int ? (self >= 0 && self <= 15) : "
-                    f"self.matches('{DEVICES_PATTERN}')",
-                    'devices must be "all", one index (0-15) or a list of indexes and ranges '
-                    'such as "0,1,4-7"',
-                )
-            ),
+            **validations(message_expression(grammar.CEL_RULE, grammar.CEL_MESSAGE)),
         }
     ),
 ]
 
 
-def device_indexes(devices: int | str | list[int], device_count: int) -> tuple[int, ...]:
-    """The device indexes ``devices`` selects on a node with ``device_count`` devices.
-
-    ``"all"`` selects every device; otherwise an index, a list of indexes, or a
-    string of indexes and ranges such as ``"0,1,4-7"``. Indexes the node does
-    not have are dropped (the pool may mix 4- and 8-GPU nodes).
-    """
-    if devices == "all":
-        return tuple(range(device_count))
-    if isinstance(devices, int):
-        wanted: set[int] = {devices}
-    elif isinstance(devices, list):
-        wanted = set(devices)
-    else:
-        wanted = set()
-        for part in devices.split(","):
-            low, _, high = part.partition("-")
-            wanted.update(range(int(low), int(high or low) + 1))
-    return tuple(sorted(i for i in wanted if 0 <= i < device_count))
-
-
 class MigLayout(ApiModel):
     devices: Devices = Field(
         default="all",
-        description='"all" (the default), one GPU index, or indexes and ranges such as "0,1,4-7".',
+        description=f"Which GPUs of each node this layout applies to: {grammar.FORMS}; "
+        '"all" is the default.',
     )
     profiles: dict[str, Annotated[int, Field(ge=1, le=7)]] = Field(
         default_factory=dict,
@@ -83,7 +58,8 @@ class MigLayout(ApiModel):
 class VnpuLayout(ApiModel):
     devices: Devices = Field(
         default="all",
-        description='"all" (the default), one NPU index, or indexes and ranges such as "0-3".',
+        description=f"Which NPUs of each node this layout applies to: {grammar.FORMS}; "
+        '"all" is the default.',
     )
     templates: dict[str, Annotated[int, Field(ge=1, le=16)]] = Field(
         default_factory=dict,

@@ -20,7 +20,7 @@ from tessera.domain import selectors
 from tessera.domain.conditions import Verdict, conditions_for
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota import objects, planning, reporting
-from tessera.domain.quota.quantities import QuantityError
+from tessera.domain.quota.quantities import QuantityError, accelerators, counts
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
@@ -111,9 +111,8 @@ def _capacity(ctx: Context) -> dict[str, int]:
     """What the nodes advertise for accelerator resources, summed."""
     total: dict[str, int] = {}
     for node in ctx.kube.list("/api/v1/nodes"):
-        for resource, value in (node.get("status", {}).get("allocatable") or {}).items():
-            if "/" in resource and str(value).isdigit():
-                total[resource] = total.get(resource, 0) + int(value)
+        for resource, n in accelerators(node.get("status", {}).get("allocatable") or {}).items():
+            total[resource] = total.get(resource, 0) + n
     return total
 
 
@@ -206,8 +205,9 @@ def _stalled(ctx: Context, obj: Obj, reason: str, message: str) -> Result:
 
 def _export(name: str, spec: TenantQuotaSpec, seen: list[objects.SeenQuota]) -> None:
     mine = [q for q in seen if q.tenant == name]
+    total = counts(spec.total or {}, what="spec.total")
     for resource in spec.hard.keys() | (spec.total or {}).keys():
         metrics.QUOTA.labels(name, resource, "used").set(sum(q.used.get(resource, 0) for q in mine))
         metrics.QUOTA.labels(name, resource, "hard").set(sum(q.hard.get(resource, 0) for q in mine))
-        if spec.total and resource in spec.total:
-            metrics.QUOTA.labels(name, resource, "total").set(int(spec.total[resource]))
+        if resource in total:
+            metrics.QUOTA.labels(name, resource, "total").set(total[resource])

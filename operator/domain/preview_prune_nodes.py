@@ -35,8 +35,8 @@ from tessera.domain.sharing import hami, rollout_targets, states
 from .preview import Cluster, Locations, NodeChange, ObjectPreview, Raw
 from .preview_geometry import current_configs, describe
 from .preview_prune import Deletion, Release, release_of
-from .preview_quota import accelerators
 from .preview_sharing import SharingPreviews, describe_now
+from .quota.quantities import accelerators
 
 
 def geometry(

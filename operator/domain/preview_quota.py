@@ -24,7 +24,7 @@ from tessera.domain.quota import membership as membership_
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota import planning as quota_planning
 from tessera.domain.quota import reporting
-from tessera.domain.quota.quantities import QuantityError
+from tessera.domain.quota.quantities import QuantityError, accelerators
 from tessera.domain.sharing import status as sharing_status
 
 from .preview import Cluster, Locations, ObjectPreview, Raw, TenantImpact, object_action
@@ -32,11 +32,6 @@ from .preview_geometry import GeometryPreviews
 from .preview_sharing import SharingPreviews
 
 KIND = "TenantQuota"
-
-
-def accelerators(alloc: Mapping[str, object]) -> dict[str, int]:
-    """What the TenantQuota controller counts: extended resources with integer values."""
-    return {k: int(str(v)) for k, v in alloc.items() if "/" in k and str(v).isdigit()}
 
 
 def allocatable_after(

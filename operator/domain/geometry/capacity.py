@@ -68,9 +68,7 @@ def clear_cache() -> None:
 
 
 def _layout_key(layout: MigLayout) -> tuple[object, ...]:
-    devices = layout.devices
-    where = devices if isinstance(devices, str | int) else tuple(devices)
-    return (where, *sorted(layout.profiles.items()))
+    return (layout.devices, *sorted(layout.profiles.items()))
 
 
 def _validate(

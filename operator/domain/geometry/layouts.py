@@ -19,9 +19,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tessera.api.v1alpha1 import devices as grammar
+
 Counts = tuple[tuple[str, int], ...]
-Devices = str | int | Sequence[int]  # as the API model types it; an int means [int]
-MAX_DEVICES = 16  # the API allows indexes 0-15
+Devices = int | str  # as the API model types it; tessera.api.v1alpha1.devices parses it
+MAX_DEVICES = grammar.MAX_INDEX + 1
 _LABEL_MAX = 63  # the config name is a node label value
 _HASH_LEN = 10
 
@@ -43,12 +45,11 @@ def counts_of(mapping: Mapping[str, int]) -> Counts:
 
 
 def indexes(devices: Devices) -> tuple[int, ...] | None:
-    """The explicit indexes of a ``devices`` value, None for ``all``."""
-    if isinstance(devices, str):
-        if devices != "all":
-            raise GeometryError(f'devices must be "all" or a list of indexes, not {devices!r}')
-        return None
-    return (devices,) if isinstance(devices, int) else tuple(devices)
+    """The explicit indexes of a ``devices`` value, None for ``all`` (the API's one parser)."""
+    try:
+        return grammar.parse(devices)
+    except grammar.DevicesError as err:
+        raise GeometryError(str(err)) from err
 
 
 def overrides(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> dict[int, int]:
@@ -57,8 +58,10 @@ def overrides(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> dict[int,
     for pos, (devices, _) in enumerate(layouts):
         for index in indexes(devices) or ():
             if index in owner and owner[index] != pos:
+                first = layouts[owner[index]][0]
                 raise GeometryError(
-                    f"device {index} is listed by layout {owner[index] + 1} and layout {pos + 1}; "
+                    f"device {index} is listed by layout {owner[index] + 1} (devices: {first}) "
+                    f"and layout {pos + 1} (devices: {devices}); "
                     "each index may appear in one explicit layout only"
                 )
             owner[index] = pos

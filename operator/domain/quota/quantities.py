@@ -1,36 +1,19 @@
 """Whole-number quantities: what a TenantQuota and a ResourceQuota count in.
 
 Accelerator resources are counted, not measured: a MIG slice, a vNPU or a MiB
-of HAMi gpumem is an integer. The spec only admits integers or digit strings
-(the CRD's CEL rule says so), but what the API server hands back in a
-ResourceQuota is a canonical quantity: it stores ``2000`` as ``"2k"``. Every
-comparison is therefore made on parsed integers, never on strings, or a
+of HAMi gpumem is an integer. The spec admits any Kubernetes quantity whose
+value is whole (``4``, ``"1k"``, ``"2Ki"``; the CRD's CEL rule and the model
+both use ``tessera.api.v1alpha1.quantity``), and what the API server hands back
+in a ResourceQuota is a canonical quantity: it stores ``2000`` as ``"2k"``.
+Every comparison is therefore made on parsed integers, never on strings, or a
 converged tenant would rewrite its quotas on each resync.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-_SUFFIXES = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-_QUANTITY = re.compile(
-    r"^\+?(?P<digits>[0-9]+)(?:(?P<suffix>[KMGTPE]i|[kMGTPE])|[eE](?P<exp>[0-9]+))?$"
-)
+from tessera.api.v1alpha1 import quantity
 
 
 class QuantityError(ValueError):
@@ -38,36 +21,21 @@ class QuantityError(ValueError):
 
 
 def parse_count(value: int | str, *, what: str) -> int:
-    """A spec value: a non-negative int or a string of digits (as the CRD admits)."""
-    if isinstance(value, bool):
-        raise QuantityError(f"{what}: {value!r} is a boolean, not a count")
-    if isinstance(value, int):
-        if value < 0:
-            raise QuantityError(f"{what}: {value} is negative; counts start at 0")
-        return value
-    if not value.isascii() or not value.isdigit():
-        raise QuantityError(f"{what}: {value!r} is not a whole number (write digits only, e.g. 4)")
-    return int(value)
+    """A spec value: any whole, non-negative quantity (as the CRD admits)."""
+    try:
+        return quantity.whole(value)
+    except quantity.QuantityError as err:
+        raise QuantityError(f"{what}: {err}") from err
 
 
 def parse_quantity(value: int | str, *, what: str) -> int:
-    """A value the API server wrote back: digits with an optional SI or binary suffix.
+    """A value the API server wrote back, e.g. ``"2k"``; the same rule as the spec.
 
-    Fractions (``"500m"``, ``"1.5"``) are rejected: no accelerator resource has them,
+    Fractions (``"500m"``, ``"1.5"``) are refused: no accelerator resource has them,
     so seeing one means the object was not written by Tessera or the resource is not
     a counted one, and guessing a rounding would hide that.
     """
-    if isinstance(value, int):
-        return parse_count(value, what=what)
-    match = _QUANTITY.match(value.strip())
-    if match is None:
-        raise QuantityError(
-            f"{what}: {value!r} is not a whole-number quantity (expected e.g. 4, 2k or 1Ki)"
-        )
-    digits, suffix, exp = match["digits"], match["suffix"], match["exp"]
-    if exp is not None:
-        return int(digits) * int(10 ** int(exp))
-    return int(digits) * _SUFFIXES[suffix or ""]
+    return parse_count(value, what=what)
 
 
 def counts(values: Mapping[str, int | str], *, what: str) -> dict[str, int]:
@@ -78,3 +46,20 @@ def counts(values: Mapping[str, int | str], *, what: str) -> dict[str, int]:
 def quantities(values: Mapping[str, int | str], *, what: str) -> dict[str, int]:
     """Every value of a map the API server wrote, parsed."""
     return {key: parse_quantity(raw, what=f"{what}[{key}]") for key, raw in values.items()}
+
+
+def accelerators(allocatable: Mapping[str, object]) -> dict[str, int]:
+    """What a node advertises of extended (``vendor/name``) resources, as whole counts.
+
+    The API server writes node quantities canonically (80000 MiB of gpumem reads ``"80k"``),
+    so they are parsed, not matched as digits; a fractional value is no count and is skipped.
+    """
+    out: dict[str, int] = {}
+    for resource, value in allocatable.items():
+        if "/" not in resource or not isinstance(value, int | str):
+            continue
+        try:
+            out[resource] = quantity.whole(value)
+        except quantity.QuantityError:
+            continue
+    return out

@@ -13,16 +13,21 @@ from tessera.api.v1alpha1.nodepoolgeometry import MigLayout, VnpuLayout
 from tessera.domain.geometry.catalog import GpuModel
 
 
+def _devices(devices: int | str | list[int]) -> int | str:
+    """A list of indexes written the way a manifest would: ``[0, 5]`` -> ``"0,5"``."""
+    return ",".join(map(str, devices)) if isinstance(devices, list) else devices
+
+
 def layout(
-    devices: str | list[int] = "all", profiles: Mapping[str, int] | None = None
+    devices: int | str | list[int] = "all", profiles: Mapping[str, int] | None = None
 ) -> MigLayout:
-    return MigLayout(devices=devices, profiles=dict(profiles or {}))
+    return MigLayout(devices=_devices(devices), profiles=dict(profiles or {}))
 
 
 def vnpu(
-    devices: str | list[int] = "all", templates: Mapping[str, int] | None = None
+    devices: int | str | list[int] = "all", templates: Mapping[str, int] | None = None
 ) -> VnpuLayout:
-    return VnpuLayout(devices=devices, templates=dict(templates or {}))
+    return VnpuLayout(devices=_devices(devices), templates=dict(templates or {}))
 
 
 def brute_force_valid(model: GpuModel, counts: Mapping[str, int]) -> bool:

@@ -76,7 +76,7 @@ def test_media_extension_resource_name() -> None:
         pytest.param(
             [layout([1, 2], {"7g.80gb": 1}), layout([2], BALANCED)],
             "mixed",
-            ["device 2 is listed by layout 1 and layout 2"],
+            ["device 2 is listed by layout 1 (devices: 1,2) and layout 2 (devices: 2)"],
             id="index-listed-twice",
         ),
     ],
