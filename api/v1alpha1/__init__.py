@@ -115,6 +115,8 @@ KINDS: tuple[KindInfo, ...] = (
         status=TenantQuotaStatus,
         columns=(
             PrinterColumn("Namespaces", "integer", ".status.namespaces"),
+            # Overcommitted is reported beside Ready, never as a failure: a column of its own.
+            _condition_column("Overcommitted", "Overcommitted", "status"),
             READY,
             REASON,
             MESSAGE,

@@ -73,7 +73,7 @@ Count = Annotated[
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
             "minimum": 0,
-            "maxLength": 18,
+            "maxLength": quantity.MAX_LENGTH,
             **validations(message_expression(quantity.CEL_RULE, quantity.CEL_MESSAGE)),
         }
     ),

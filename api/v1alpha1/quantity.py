@@ -14,8 +14,9 @@ import re
 from decimal import Decimal
 
 MAX = 2**63 - 1  # what a quantity's integer value can hold (int64)
+MAX_LENGTH = 18  # the schema's maxLength for a count written as a string
 FORMS = "a whole number such as 4, or a whole quantity such as 1k, 2Ki or 1e3"
-_SUFFIX = {
+_SUFFIX: dict[str, Decimal | int] = {
     "": 1,
     "m": Decimal("0.001"),
     "k": 10**3,
@@ -60,6 +61,8 @@ def whole(value: int | str) -> int:
         raise QuantityError(f"{value!r} is not a count: write {FORMS}")
     if isinstance(value, int):
         amount = Decimal(value)
+    elif len(value) > MAX_LENGTH:
+        raise QuantityError(f"{value!r} is longer than {MAX_LENGTH} characters: write {FORMS}")
     else:
         match = _QUANTITY.fullmatch(value)
         if match is None:

@@ -58,7 +58,17 @@ class NamespaceQuota(ApiModel):
 
 class TenantQuotaStatus(ApiModel):
     observed_generation: int = Field(default=0, description="The generation this status describes.")
-    namespaces: int = Field(default=0, description="Namespaces in the tenant.")
+    namespaces: int = Field(
+        default=0,
+        description="Namespaces the selector matches, including those another TenantQuota "
+        "selects too (see contested).",
+    )
+    contested: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Namespaces another TenantQuota selects too: Tessera leaves their quotas "
+        "as they are and reports Stalled, reason Conflict, until one selector stops matching.",
+    )
     used: dict[str, str] = Field(default_factory=dict, description="Usage summed over namespaces.")
     total: dict[str, str] = Field(default_factory=dict, description="The tenant-wide limits.")
     capacity: dict[str, str] = Field(

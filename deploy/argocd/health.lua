@@ -7,8 +7,13 @@
 -- Lua's base library: argocd-cm scripts run without the standard libraries.
 local hs = {}
 if obj.metadata.deletionTimestamp ~= nil then
+  -- What Tessera's finalizer waits for differs by kind: a TenantQuota touches no node.
+  local undoing = "returning the nodes"
+  if obj.kind == "TenantQuota" then
+    undoing = "deleting the tenant's ResourceQuotas"
+  end
   hs.status = "Progressing"
-  hs.message = "Deleting: Tessera is returning the nodes before it releases its finalizer"
+  hs.message = "Deleting: Tessera is " .. undoing .. " before it releases its finalizer"
   return hs
 end
 if obj.status == nil or obj.status.observedGeneration == nil then
@@ -24,7 +29,7 @@ if generation ~= nil and observed < generation then
     .. " (status is for generation " .. tostring(observed) .. ")"
   return hs
 end
-local ready, reconciling, stalled = nil, nil, nil
+local ready, reconciling, stalled, overcommitted = nil, nil, nil, nil
 if obj.status.conditions ~= nil then
   for _, condition in ipairs(obj.status.conditions) do
     if condition.type == "Ready" then
@@ -33,11 +38,21 @@ if obj.status.conditions ~= nil then
       reconciling = condition
     elseif condition.type == "Stalled" and condition.status == "True" then
       stalled = condition
+    elseif condition.type == "Overcommitted" and condition.status == "True" then
+      overcommitted = condition
     end
   end
 end
 local function describe(condition)
-  return (condition.reason or "") .. ": " .. (condition.message or "")
+  local text = (condition.reason or "") .. ": " .. (condition.message or "")
+  -- A TenantQuota whose tenants together promise more than the pools advertise is
+  -- Overcommitted. That is allowed (quotas are ceilings, as CPU limits may exceed a node), so
+  -- it never turns the object Degraded — which would hold every later sync wave — but every
+  -- message says it.
+  if overcommitted ~= nil then
+    text = text .. "; Overcommitted: " .. (overcommitted.message or "")
+  end
+  return text
 end
 if stalled ~= nil then
   hs.status = "Degraded"

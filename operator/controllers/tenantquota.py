@@ -70,7 +70,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         }
         overcommit = reporting.overcommitted(name, commitments, capacity)
         verdict = reporting.verdict(name, plan, membership, overcommit)
-        _status(ctx, obj, spec, plan, seen, capacity, verdict)
+        _status(ctx, obj, spec, plan, seen, capacity, verdict, membership.contested_of(name))
         _export(name, spec, seen)
         metrics.RECONCILES.labels(KIND, verdict.state).inc()
         return Result(None if plan.settled else FAST_REQUEUE)
@@ -182,6 +182,7 @@ def _status(
     seen: list[objects.SeenQuota],
     capacity: dict[str, int],
     verdict: Verdict,
+    contested: tuple[str, ...],
 ) -> None:
     meta = obj["metadata"]
     previous = (obj.get("status") or {}).get("conditions") or []
@@ -194,6 +195,7 @@ def _status(
         tenant=meta["name"],
         generation=meta.get("generation", 0),
         conditions=conditions,
+        contested=contested,
     )
     write_status(ctx, PLURAL, obj, status.model_dump(by_alias=True, exclude_none=True))
 

@@ -58,6 +58,10 @@ class Membership:
     def conflicts_of(self, tenant: str) -> tuple[Conflict, ...]:
         return tuple(c for c in self.conflicts if tenant in c.tenants)
 
+    def contested_of(self, tenant: str) -> tuple[str, ...]:
+        """The namespaces ``tenant`` selects but shares with another tenant, sorted."""
+        return tuple(sorted({ns for c in self.conflicts_of(tenant) for ns in c.namespaces}))
+
     @property
     def contested(self) -> frozenset[str]:
         return frozenset(ns for c in self.conflicts for ns in c.namespaces)

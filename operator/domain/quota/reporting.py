@@ -93,9 +93,16 @@ def status(
     tenant: str,
     generation: int,
     conditions: Iterable[Mapping[str, object]] = (),
+    contested: Iterable[str] = (),
 ) -> TenantQuotaStatus:
-    """The whole status stanza; ``conditions`` come from ``conditions_for(verdict(...))``."""
+    """The whole status stanza; ``conditions`` come from ``conditions_for(verdict(...))``.
+
+    ``contested`` (``Membership.contested_of``) are the namespaces the tenant selects but
+    shares with another tenant: they count in ``namespaces`` (what the selector matches, so
+    a tenant in Conflict never reads "0 namespaces") and are listed, but get no row.
+    """
     members = sorted(plan.targets)
+    shared = sorted(set(contested) - set(members))
     mine = {q.namespace: q for q in seen if q.tenant == tenant and q.namespace in plan.targets}
     used: dict[str, int] = {}
     for quota in mine.values():
@@ -111,7 +118,8 @@ def status(
     return TenantQuotaStatus.model_validate(
         {
             "observedGeneration": generation,
-            "namespaces": len(members),
+            "namespaces": len(members) + len(shared),
+            "contested": shared[:ROWS],
             "used": _text(used),
             "total": _text(counts(spec.total or {}, what="spec.total")),
             "capacity": {r: str(capacity.get(r, 0)) for r in resources},

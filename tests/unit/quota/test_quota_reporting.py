@@ -93,3 +93,34 @@ def test_per_namespace_rows_are_bounded() -> None:
     got = status(spec({MIG: 1}), p, [], {}, tenant="team-a", generation=1)
     assert got.namespaces == 150 and len(got.per_namespace) == 100
     assert got.capacity == {MIG: "0"}
+
+
+def test_a_tenant_in_conflict_counts_the_namespaces_it_selects() -> None:
+    """kubectl get tq showed NAMESPACES 0 for a tenant whose namespaces were all contested."""
+    clash = resolve({"team-a": {"shared-1", "shared-2", "own"}, "team-b": {"shared-1", "shared-2"}})
+    assert clash.contested_of("team-a") == ("shared-1", "shared-2")
+    p = plan("team-a", spec({MIG: 1}), clash, [])
+    got = status(
+        spec({MIG: 1}),
+        p,
+        [],
+        {},
+        tenant="team-a",
+        generation=1,
+        contested=clash.contested_of("team-a"),
+    )
+    assert got.namespaces == 3
+    assert got.contested == ["shared-1", "shared-2"]
+    assert [r.namespace for r in got.per_namespace] == ["own"]
+    only_shared = resolve({"team-b": {"shared-1"}, "team-c": {"shared-1"}})
+    p = plan("team-b", spec({MIG: 1}), only_shared, [])
+    got = status(
+        spec({MIG: 1}),
+        p,
+        [],
+        {},
+        tenant="team-b",
+        generation=1,
+        contested=only_shared.contested_of("team-b"),
+    )
+    assert (got.namespaces, got.contested, got.per_namespace) == (1, ["shared-1"], [])
