@@ -21,6 +21,7 @@ the same verdicts.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 MAX_INDEX = 15
 _INDEX = "([0-9]|1[0-5])"
@@ -33,11 +34,29 @@ _SHOWN = "(type(self) == int ? string(self) : '\"' + string(self) + '\"')"
 # First and last index of item ``p`` ("4" or "4-7"), for the range and duplicate checks.
 _LOW = "int(p.split('-')[0])"
 _HIGH = "int(p.split('-')[size(p.split('-')) - 1])"
+_ALL_INDEXES = "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]"
 CEL_RULE = (
     f"type(self) == int || self == 'all' || (self.matches('{PATTERN}') && "
     f"self.split(',').all(p, {_LOW} <= {_HIGH}) && "
-    f"[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15].all(i, "
-    f"self.split(',').filter(p, {_LOW} <= i && i <= {_HIGH}).size() <= 1))"
+    f"{_ALL_INDEXES}.all(i, self.split(',').filter(p, {_LOW} <= i && i <= {_HIGH}).size() <= 1))"
+)
+
+
+def _names(devices: str, index: str) -> str:
+    """CEL: whether the layout field ``devices`` (well-formed or not) names ``index``."""
+    return (
+        f"(has({devices}) && (type({devices}) == int ? {devices} == {index} : "
+        f"({devices}.matches('{PATTERN}') && {devices} != 'all' && "
+        f"{devices}.split(',').exists(p, {_LOW} <= {index} && {index} <= {_HIGH}))))"
+    )
+
+
+# On a list of layouts (``self.layouts``): no index named by two of them.
+_SHARED = f"self.layouts.filter(l, {_names('l.devices', 'i')}).size() > 1"
+LAYOUTS_RULE = f"!{_ALL_INDEXES}.exists(i, {_SHARED})"
+LAYOUTS_MESSAGE = (
+    f"'device ' + string({_ALL_INDEXES}.filter(i, {_SHARED})[0]) + "
+    "' is named by two layouts; each index may appear in one explicit layout only'"
 )
 CEL_MESSAGE = (
     f"'devices ' + {_SHOWN} + ' is not ' + "
@@ -75,6 +94,30 @@ def parse(devices: int | str) -> tuple[int, ...] | None:
             raise DevicesError(f"devices {devices!r}: index {min(twice)} is named twice")
         seen.update(range(first, last + 1))
     return tuple(sorted(seen))
+
+
+def shared(layouts: Sequence[int | str]) -> tuple[int, int, int] | None:
+    """The first index two layouts name, with the positions (0-based) of both, or None."""
+    owner: dict[int, int] = {}
+    for pos, devices in enumerate(layouts):
+        for index in parse(devices) or ():
+            if index in owner:
+                return index, owner[index], pos
+            owner[index] = pos
+    return None
+
+
+def shared_message(layouts: Sequence[int | str]) -> str | None:
+    """What is wrong when two layouts name one index (the operator's and the models' words)."""
+    found = shared(layouts)
+    if found is None:
+        return None
+    index, first, second = found
+    return (
+        f"device {index} is listed by layout {first + 1} (devices: {layouts[first]}) and "
+        f"layout {second + 1} (devices: {layouts[second]}); each index may appear in one "
+        "explicit layout only"
+    )
 
 
 def validated(devices: int | str) -> int | str:

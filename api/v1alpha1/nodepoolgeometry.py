@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from . import devices as grammar
 from .common import (
@@ -79,7 +79,17 @@ LAYOUTS_RULES = validations(
         "at most one layout may apply to devices: all",
         ".layouts",
     ),
+    {
+        **message_expression(grammar.LAYOUTS_RULE, grammar.LAYOUTS_MESSAGE),
+        "fieldPath": ".layouts",
+    },
 )
+
+
+def _no_index_twice(layouts: list[MigLayout] | list[VnpuLayout]) -> None:
+    problem = grammar.shared_message([layout.devices for layout in layouts])
+    if problem:
+        raise ValueError(problem)
 
 
 class MigGeometry(ApiModel):
@@ -88,8 +98,14 @@ class MigGeometry(ApiModel):
     layouts: list[MigLayout] = Field(
         min_length=1,
         max_length=16,
-        description="Layouts by device; a layout with explicit indexes overrides devices: all.",
+        description="Layouts by device; a layout with explicit indexes overrides devices: all. "
+        "No index may be named by two layouts.",
     )
+
+    @model_validator(mode="after")
+    def _indexes_named_once(self) -> MigGeometry:
+        _no_index_twice(self.layouts)
+        return self
 
 
 class VnpuGeometry(ApiModel):
@@ -98,8 +114,14 @@ class VnpuGeometry(ApiModel):
     layouts: list[VnpuLayout] = Field(
         min_length=1,
         max_length=16,
-        description="Layouts by device; a layout with explicit indexes overrides devices: all.",
+        description="Layouts by device; a layout with explicit indexes overrides devices: all. "
+        "No index may be named by two layouts.",
     )
+
+    @model_validator(mode="after")
+    def _indexes_named_once(self) -> VnpuGeometry:
+        _no_index_twice(self.layouts)
+        return self
 
 
 class NodePoolGeometrySpec(ApiModel):

@@ -112,27 +112,3 @@ def test_a_pool_split_by_ranges_previews_and_rolls_out(
         assert not node["spec"].get("unschedulable")
     status = kube.get(f"{NPG}/dev-split")["status"]
     assert status["capacity"]["nvidia.com/mig-1g.10gb"] == str(2 * 28)
-
-
-def test_layouts_naming_one_gpu_twice_are_refused_naming_both(
-    kube: Kube, operator: OperatorProcess, agents: None
-) -> None:
-    nodes = fleet.create_nodes(kube, fleet.pool("dev-overlap", "H100-80GB", 1))
-    overlap = [
-        {"devices": "0-3", "profiles": {"3g.40gb": 2}},
-        {"devices": "3-7", "profiles": {"1g.10gb": 7}},
-    ]
-    kube.create(NPG, _pool("dev-overlap", overlap))
-
-    def stalled() -> dict[str, Any] | None:
-        cond = _condition(kube, "dev-overlap", "Stalled")
-        return cond if cond and cond["status"] == "True" else None
-
-    cond = eventually(stalled, 60, "dev-overlap Stalled")
-    assert (
-        "device 3 is listed by layout 1 (devices: 0-3) and layout 2 (devices: 3-7)"
-        in cond["message"]
-    ), cond
-    node = kube.get(path_of("v1", "nodes", nodes[0]))
-    assert not node["spec"].get("unschedulable")
-    assert c.MIG_CONFIG_LABEL not in node["metadata"]["labels"]

@@ -54,16 +54,12 @@ def indexes(devices: Devices) -> tuple[int, ...] | None:
 
 def overrides(layouts: Sequence[tuple[Devices, Mapping[str, int]]]) -> dict[int, int]:
     """Explicit device index -> position of the layout naming it; raises on a double listing."""
+    problem = grammar.shared_message([devices for devices, _ in layouts])
+    if problem:
+        raise GeometryError(problem)
     owner: dict[int, int] = {}
     for pos, (devices, _) in enumerate(layouts):
         for index in indexes(devices) or ():
-            if index in owner and owner[index] != pos:
-                first = layouts[owner[index]][0]
-                raise GeometryError(
-                    f"device {index} is listed by layout {owner[index] + 1} (devices: {first}) "
-                    f"and layout {pos + 1} (devices: {devices}); "
-                    "each index may appear in one explicit layout only"
-                )
             owner[index] = pos
     return owner
 

@@ -10,7 +10,7 @@ from geometry_builders import layout, vnpu
 from pydantic import ValidationError
 
 from tessera.api.v1alpha1 import devices as grammar
-from tessera.api.v1alpha1.nodepoolgeometry import MigLayout, VnpuLayout
+from tessera.api.v1alpha1.nodepoolgeometry import MigGeometry, MigLayout, VnpuGeometry, VnpuLayout
 from tessera.domain.geometry import ascend, capacity, catalog, migparted
 from tessera.domain.geometry import vnpu as vnpu_mod
 from tessera.domain.geometry.layouts import GeometryError, indexes, per_device
@@ -108,6 +108,11 @@ def test_overlapping_layouts_of_one_pool_are_refused(first: Any, second: Any, in
     )
     with pytest.raises(GeometryError, match=f"device {index} is listed"):
         migparted.render_mig_parted("p", [layouts], [H100])
+    raw = [layout.model_dump() for layout in layouts]
+    with pytest.raises(ValidationError, match=f"device {index} is listed by layout 1"):
+        MigGeometry.model_validate({"layouts": raw})  # what tessera plan reads manifests with
+    with pytest.raises(ValidationError, match=f"device {index} is listed by layout 1"):
+        VnpuGeometry.model_validate({"layouts": [{"devices": d} for d in (first, second)]})
 
 
 def test_indexes_beyond_a_node_select_nothing_there() -> None:
