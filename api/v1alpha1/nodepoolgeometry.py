@@ -32,7 +32,7 @@ Devices = Annotated[
             # integers are checked by the schema, whose error shows the value (CEL's shows none)
             "minimum": 0,
             "maximum": grammar.MAX_INDEX,
-            "maxLength": 64,
+            "maxLength": grammar.MAX_LENGTH,
             **validations(message_expression(grammar.CEL_RULE, grammar.CEL_MESSAGE)),
         }
     ),
@@ -79,10 +79,7 @@ LAYOUTS_RULES = validations(
         "at most one layout may apply to devices: all",
         ".layouts",
     ),
-    {
-        **message_expression(grammar.LAYOUTS_RULE, grammar.LAYOUTS_MESSAGE),
-        "fieldPath": ".layouts",
-    },
+    cel(grammar.LAYOUTS_RULE, grammar.LAYOUTS_MESSAGE, ".layouts"),
 )
 
 

@@ -56,7 +56,7 @@ def test_kubectl_get_shows_printer_columns(kubectl: Kubectl) -> None:
     assert re.search(r"h100-timeslice\s+TimeSlicing", sp)
     both = kubectl.ok("get", "npg,tq")
     assert re.search(r"NAME\s+UPDATED\s+TOTAL\s+READY\s+REASON\s+AGE", both)
-    assert re.search(r"NAME\s+NAMESPACES\s+READY\s+REASON\s+AGE", both)
+    assert re.search(r"NAME\s+NAMESPACES\s+OVERCOMMITTED\s+READY\s+REASON\s+AGE", both)
     everything = kubectl.ok("get", "tessera", "-o", "name")
     names = set(everything.split())
     assert "nodepoolgeometry.tessera.io/h100-inference" in names

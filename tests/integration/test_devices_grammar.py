@@ -9,6 +9,7 @@ the offending value: a CEL rule alone prints ``Invalid value: ""`` for an int-or
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,15 +25,22 @@ from .helpers import custom
 
 TABLE = yaml.safe_load((ROOT / "tests" / "data" / "devices.yaml").read_text(encoding="utf-8"))
 VALUES = [row["devices"] for row in TABLE["valid"] + TABLE["invalid"]]
-VALID_COUNTS: list[int | str] = [4, 0, "4", "1k", "2M", "1e3", "1E3", "1Ki", "2.5k", "+3", "1E"]
-INVALID_COUNTS: list[int | str] = [-1, "0.5", "1.5", "500m", "-1", "", "1Q", "k", " 1", "1e30"]
-EDGES: list[int | str] = ["007", "9E18", "1e19", "9223372036854775807", "1000m", "1.0", ".5k", "-0"]
-QUANTITIES = [*VALID_COUNTS, *INVALID_COUNTS, *EDGES]
+QUANTITIES: list[int | str] = [
+    *[4, 0, "4", "1k", "2M", "1e3", "1E3", "1Ki", "2Mi", "2.5k", "+3", "1E", "007", "9E18"],
+    *[-1, "0.5", "1.5", "500m", "-1", "", "1Q", " 1", "1e30", "1e19", "9223372036854775807"],
+    # where Kubernetes' own reading decides (tessera.api.v1alpha1.quantity mirrors it)
+    *["k", "Ki", "0m", "1000m", "1.0", ".5", "5.", ".5k", "+.5k", "0.0k", "1.000k", "-0", "-0.0"],
+    *["1.5Ki", "0.5Ki", "1Ti", "99Ti", "100Ti", "99999999999Ki", "999999999999Ki", "99999Gi"],
+    *["999999Gi", "1Pi", "10E", "9E", "1e-3", "1000e-3", "1e+3", "1e0", "1.5e1", "9.2e18"],
+    *["0.00", "123456789012345678", ".5e1", "5.e0", "0e99", "1e", "1K", "1 k", "0x10", "1_000"],
+]
 
 
 def _refusals(kubectl: Kubectl, docs: list[dict[str, Any]]) -> dict[str, str]:
     """Server-side dry run of every document in one kubectl call; name -> error lines."""
-    result = kubectl("create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(docs))
+    # JSON documents: YAML would read an unquoted 1e3 as a number, not the string under test
+    stream = "\n---\n".join(json.dumps(doc) for doc in docs)
+    result = kubectl("create", "--dry-run=server", "-f", "-", stdin=stream)
     refused: dict[str, str] = {}
     for line in result.stderr.splitlines():
         match = re.search(r'"(grammar-\d+|count-\d+)" is invalid: (.*)', line)
@@ -94,7 +102,10 @@ def test_the_api_server_and_the_quantity_parser_agree_on_whole_counts(kubectl: K
             disagreements.append(f"{value!r}: API server {server!r}, parser {parser!r}")
             continue
         if server is not None:
-            assert "spec.hard[nvidia.com/gpu]" in server, server
+            # CEL writes the map key in brackets, the schema's own checks after a dot
+            assert re.search(r"spec\.hard(\[|\.)nvidia\.com/gpu", server), server
+            if "Too long" in server:  # the schema's length check names the limit, not the value
+                continue
             shown = str(value) if isinstance(value, int) else f'"{value}"'
             assert shown in server, server
     assert not disagreements, "\n".join(disagreements)
@@ -107,7 +118,7 @@ def test_the_api_server_and_the_quantity_parser_agree_on_whole_counts(kubectl: K
         ("npg-devices-reversed-range.yaml", "spec.vnpu.layouts[0].devices", '"3-0"'),
         ("tq-half.yaml", "spec.hard[nvidia.com/gpu]", '"0.5"'),
         ("tq-fraction.yaml", "spec.hard[nvidia.com/gpu]", '"1.5"'),
-        ("tq-negative.yaml", "spec.hard[nvidia.com/gpu]", "-1"),
+        ("tq-negative.yaml", "spec.hard.nvidia.com/gpu", "-1"),
     ],
 )
 def test_kubectl_apply_names_the_field_and_shows_the_value(
@@ -116,9 +127,8 @@ def test_kubectl_apply_names_the_field_and_shows_the_value(
     path = ROOT / "tests" / "data" / "invalid" / manifest
     result = kubectl("apply", "--dry-run=server", "-f", str(path))
     assert result.returncode != 0
-    assert f"{field}: Invalid value: {value}" in result.stderr or (
-        field in result.stderr and value in result.stderr
-    ), result.stderr
+    assert f"{field}: Invalid value: " in result.stderr, result.stderr
+    assert value in result.stderr.split(f"{field}: Invalid value: ", 1)[1], result.stderr
 
 
 def test_a_quota_of_1k_passes_the_api_server(kubectl: Kubectl, tmp_path: Path) -> None:
