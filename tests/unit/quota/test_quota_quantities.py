@@ -88,3 +88,35 @@ def test_counts_name_the_resource_in_errors() -> None:
     assert counts({"a/b": "3", "c/d": 1}, what="spec.total") == {"a/b": 3, "c/d": 1}
     with pytest.raises(QuantityError, match=r"spec\.total\[c/d\]"):
         counts({"c/d": "x"}, what="spec.total")
+
+
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        pytest.param("1.0", "Kubernetes stores it as a fraction: write 1", id="one-point-zero"),
+        pytest.param("1000m", "Kubernetes stores it as a fraction: write 1", id="milli"),
+        pytest.param(
+            "0.5Ki", "Kubernetes stores it as a fraction: write 512", id="binary-fraction"
+        ),
+        pytest.param("1Pi", "write 1125899906842624", id="binary-past-exact-range"),
+        pytest.param("k", "is not a quantity", id="suffix-alone"),
+        pytest.param("Ki", "is not a quantity", id="binary-suffix-alone"),
+        pytest.param("1e-3", "is not a whole number", id="negative-exponent"),
+        pytest.param("10E", "too large", id="past-int64"),
+    ],
+)
+def test_whole_values_kubernetes_reads_as_fractions_say_how_to_write_them(
+    value: str, complaint: str
+) -> None:
+    """Mirrors the API server's quantity library (tests/integration/test_devices_grammar.py)."""
+    with pytest.raises(QuantityError) as caught:
+        parse_count(value, what="spec.total[a/b]")
+    assert complaint in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [("0.0k", 0), ("1.000k", 1000), (".5k", 500), ("5.", 5), ("-0", 0), ("9.2e18", 92 * 10**17)],
+)
+def test_whole_values_kubernetes_reads_as_integers(value: str, want: int) -> None:
+    assert parse_count(value, what="spec.total[a/b]") == want
