@@ -53,6 +53,7 @@ class AgentProcess:
     node: str
     folder: Path
     proc: subprocess.Popen[bytes]
+    stopping: bool = False
 
     @property
     def kubeconfig(self) -> Path:
@@ -66,6 +67,7 @@ class AgentProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
+        self.stopping = True
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -106,13 +108,22 @@ class AscendNodes:
         return loaded
 
     def problems(self) -> list[str]:
-        """Lines of the agents' logs that show a refused call, a rejected token or a crash."""
-        return [
+        """An agent that exited by itself, and the lines of the agents' logs that show a
+        refused call, a rejected token or a crash."""
+        with self._lock:
+            agents = sorted(self.agents.items())
+        found = [
+            f"{name}: exited with {agent.proc.returncode}"
+            for name, agent in agents
+            if agent.proc.poll() is not None and not agent.stopping
+        ]
+        found += [
             f"{name}: {line}"
-            for name, agent in sorted(self.agents.items())
+            for name, agent in agents
             for line in agent.log().splitlines()
             if identity.PROBLEM.search(line)
         ]
+        return found
 
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
         labels = node["metadata"].get("labels") or {}
