@@ -44,7 +44,9 @@ class Account:
 
 OPERATOR = Account("tessera-system", "tessera")
 AGENT = Account("tessera-agent", "tessera-agent")
-AGENT_DAEMONSET = "tessera-vnpu-agent"  # config/agent/daemonset.yaml
+# Stands in for config/agent's DaemonSet, and is named apart from it: an install applied to
+# the same cluster (the install tests' server dry runs) never meets an object of ours.
+AGENT_DAEMONSET = "tessera-vnpu-agent-sim"
 AGENT_LABELS = {"app.kubernetes.io/name": "tessera", "app.kubernetes.io/component": "vnpu-agent"}
 
 
