@@ -54,8 +54,9 @@ class Informer(threading.Thread):
                 self.on_synced()  # every listed object was handed over: the list is complete
                 self.synced.set()
                 self._watch(version)
-            except ApiError as err:
-                log.debug("%s: %s; re-listing", self.name, err)
+            except ApiError as err:  # a refusal never heals by itself: say so where it shows
+                level = logging.WARNING if err.status in (401, 403) else logging.DEBUG
+                log.log(level, "%s: %s; re-listing", self.name, err)
                 self.stopped.wait(0.5)  # back-off before re-listing after an API error
 
     def _watch(self, version: str) -> None:

@@ -93,6 +93,12 @@ class Kube:
         host: str = self._api.configuration.host
         return host
 
+    @property
+    def ca_file(self) -> str | None:
+        """The file of the CA this client trusts (to hand the same server to another identity)."""
+        path: str | None = self._api.configuration.ssl_ca_cert
+        return path
+
     def close(self) -> None:
         self._api.close()
 

@@ -1,10 +1,12 @@
 """``tessera dev``: a local cluster to try Tessera on (``make demo`` / ``make demo-down``).
 
 ``demo`` starts (or reuses) the control plane, creates the simulated nodes of
-``tessera.devcluster.demo``, starts the simulated agents (``tessera dev
-agents``) and the operator (``tessera run``) in the background — both
-recorded in the session, so ``down`` stops them — applies ``config/samples``
-and shows the pools rolling out until everything is Ready or a deadline.
+``tessera.devcluster.demo``, installs ``config/rbac``, starts the simulated agents
+(``tessera dev agents``; the vNPU agents among them run as the ``tessera-agent``
+ServiceAccount) and the operator (``tessera run``, as the ``tessera`` ServiceAccount)
+in the background — both recorded in the session, so ``down`` stops them — applies
+``config/samples`` and shows the pools rolling out until everything is Ready or a
+deadline. A call refused to the operator or an agent fails it.
 """
 
 from __future__ import annotations
@@ -72,19 +74,30 @@ def _demo(args: argparse.Namespace) -> int:
     created = demo.build(kube)
     pools = ", ".join(f"{n}x {m} ({p})" for p, m, n, _ in demo.DEMO.pools)
     print(f"==> simulated nodes: {pools}; {len(created)} created now")
-    config = f"--kubeconfig={session.kubeconfig}"
+    print("==> installing config/rbac: the operator and the vNPU agents run as its ServiceAccounts")
+    kubectl("apply", "-f", str(ROOT / "config" / "agent" / "namespace.yaml"))
+    kubectl("apply", "-k", str(ROOT / "config" / "rbac"))
+    marks = demo.log_marks(state)
+    config = f"--kubeconfig={session.kubeconfig}"  # the simulators' (kubelet, plugins): admin
     session = demo.spawn(
         session, "agents", ["dev", "agents", config, f"--workdir={state / 'agents'}"]
     )
+    operator = f"--kubeconfig={demo.operator_kubeconfig(kube, state)}"
     session = demo.spawn(
-        session, "operator", ["run", config, "--metrics-port=0", "--resync-seconds=10"]
+        session, "operator", ["run", operator, "--metrics-port=0", "--resync-seconds=10"]
     )
-    print(f"==> agents and operator running (logs: {state}/agents.log, {state}/operator.log)")
+    print(
+        f"==> agents and operator running (logs: {state}/agents.log, {state}/operator.log,"
+        f" vNPU agents {state}/agents/NODE/agent.log)"
+    )
     print("==> applying config/samples")
     print(kubectl("apply", "-k", str(ROOT / "config" / "samples")), end="")
     waiting_ok = () if demo.has_ascend_agents() else ("ascend-310p",)
     ready = _watch(kube, args.timeout, waiting_ok)
     kube.close()
+    refused = demo.refusals(state, marks)
+    for line in refused[:10]:
+        print(f"    refused: {line}")
     print(f"==> kubectl get tessera ({time.monotonic() - started:.0f}s)")
     print(kubectl("get", "tessera"), end="")
     if waiting_ok:
@@ -92,7 +105,7 @@ def _demo(args: argparse.Namespace) -> int:
     print("\nExplore with:")
     print(explore_hint(session.kubeconfig, session.kubectl))
     print("Stop with: make demo-down")
-    return 0 if ready else 1
+    return 0 if ready and not refused else 1
 
 
 def explore_hint(kubeconfig: Path, kubectl: Path) -> str:

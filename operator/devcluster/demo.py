@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
-from . import fleet, gpunode, hami_ascend, kubelet
+from . import fleet, gpunode, hami_ascend, identity, kubelet
 from . import session as dev_session
 
 TENANT_LABEL = "tessera.io/tenant"
@@ -122,6 +122,41 @@ def _ascend_agents() -> Callable[[Kube, Path], Any] | None:
 
 def has_ascend_agents() -> bool:
     return _ascend_agents() is not None
+
+
+# -- Tessera's identities ------------------------------------------------------------------------
+# The operator and the vNPU agents run as their ServiceAccounts of config/rbac, never as admin;
+# the simulated kubelet, device plugins and MIG manager (not Tessera's) keep the admin's.
+
+
+def operator_kubeconfig(kube: Kube, state_dir: Path) -> Path:
+    """A kubeconfig holding a token of the operator's ServiceAccount (config/rbac)."""
+    bearer = identity.token(kube, identity.OPERATOR)
+    path = state_dir / "operator.kubeconfig"
+    return identity.kubeconfig(kube, bearer, identity.OPERATOR.name, path)
+
+
+def component_logs(state_dir: Path) -> list[Path]:
+    """The logs of Tessera's own processes: the operator's and each vNPU agent's."""
+    return [state_dir / "operator.log", *sorted(state_dir.glob("agents/*/agent.log"))]
+
+
+def log_marks(state_dir: Path) -> dict[Path, int]:
+    """How far each of those logs is written now (a rerun appends to them)."""
+    return {p: p.stat().st_size for p in component_logs(state_dir) if p.exists()}
+
+
+def refusals(state_dir: Path, marks: Mapping[Path, int]) -> list[str]:
+    """Lines written since ``marks`` that show a refused call, a rejected token or a crash."""
+    found = []
+    for path in component_logs(state_dir):
+        if not path.exists():
+            continue
+        with path.open("rb") as log:
+            log.seek(marks.get(path, 0))
+            text = log.read().decode(errors="replace")
+        found += [f"{path}: {line}" for line in text.splitlines() if identity.PROBLEM.search(line)]
+    return found
 
 
 # -- background processes ------------------------------------------------------------------------

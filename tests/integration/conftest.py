@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 
 from tessera.adapters.kube import Kube
-from tessera.devcluster.controlplane import ControlPlane, find_binaries, free_port, kubeconfig_text
+from tessera.devcluster import identity
+from tessera.devcluster.controlplane import ControlPlane, find_binaries, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-# The operator's identity in config/rbac.
-RBAC_NAMESPACE = "tessera-system"
-RBAC_ACCOUNT = "tessera"
 
 
 class Kubectl:
@@ -132,45 +130,37 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")
 
 
-def service_account_kubeconfig(plane: ControlPlane, kubectl: Kubectl, path: Path) -> Path:
-    """Install config/rbac and write a kubeconfig holding a token of its ServiceAccount.
+@pytest.fixture(scope="session")
+def rbac(kubectl: Kubectl) -> None:
+    """config/rbac installed for real, with the namespaces it names: the operator's (created
+    by hand here, config/manager holds its Namespace) and the agent's (config/agent's)."""
+    ns = f"{{kind: Namespace, apiVersion: v1, metadata: {{name: {identity.OPERATOR.namespace}}}}}"
+    kubectl.ok("apply", "-f", "-", stdin=ns)
+    kubectl.ok("apply", "-f", str(ROOT / "config" / "agent" / "namespace.yaml"))
+    kubectl.ok("apply", "-k", str(ROOT / "config" / "rbac"))
+
+
+def service_account_kubeconfig(plane: ControlPlane, path: Path) -> Path:
+    """A kubeconfig holding a token of the operator's ServiceAccount (config/rbac).
 
     The token comes from the TokenRequest API, exactly what the kubelet mounts into the
     operator's pod, so the operator below runs with the permissions of config/rbac and
     nothing else: a verb missing from the ClusterRole fails the test that needs it.
     """
-    kubectl.ok(
-        "apply",
-        "-f",
-        "-",
-        stdin=f"{{kind: Namespace, apiVersion: v1, metadata: {{name: {RBAC_NAMESPACE}}}}}",
-    )
-    kubectl.ok("apply", "-k", str(ROOT / "config" / "rbac"))
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 24 * 3600},
-    }
     admin = Kube.from_kubeconfig(str(plane.kubeconfig))
     try:
-        issued = admin.create(
-            f"/api/v1/namespaces/{RBAC_NAMESPACE}/serviceaccounts/{RBAC_ACCOUNT}/token", request
-        )
+        bearer = identity.token(admin, identity.OPERATOR)
+        return identity.kubeconfig(admin, bearer, identity.OPERATOR.name, path)
     finally:
         admin.close()
-    token = issued["status"]["token"]
-    path.write_text(kubeconfig_text(plane.server, token, plane.ca_file, user=RBAC_ACCOUNT))
-    return path
 
 
 @pytest.fixture(scope="session")
 def operator(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane, rbac: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     folder = tmp_path_factory.mktemp("operator")
-    kubeconfig = service_account_kubeconfig(
-        control_plane, Kubectl(control_plane), folder / "tessera.kubeconfig"
-    )
+    kubeconfig = service_account_kubeconfig(control_plane, folder / "tessera.kubeconfig")
     proc = OperatorProcess(
         control_plane, folder / "operator.log", kubeconfig=kubeconfig, metrics_port=free_port()
     ).start()

@@ -1,16 +1,23 @@
-"""Ascend vNPU geometry through Tessera's real node agent (over a fake npu-smi)."""
+"""Ascend vNPU geometry through Tessera's real node agent (over a fake npu-smi).
+
+The agents run as ``tessera agent vnpu`` processes under the ``tessera-agent`` ServiceAccount
+of config/rbac, each with a token bound to its Pod on its node (``devcluster.identity``), so
+the suite proves the agent's RBAC and the policy that keeps it to its own Node: a call they
+refuse shows in an agent's log and fails the module.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tessera.adapters.kube import Kube, path_of
+from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.agent.vnpu import ERROR_ANNOTATION, RECORD_ANNOTATION
 from tessera.api import constants as c
-from tessera.devcluster import fleet, kubelet, npunode
+from tessera.devcluster import fleet, identity, kubelet, npunode
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually
@@ -20,13 +27,17 @@ POOL = "npg-ascend"
 
 
 @pytest.fixture(scope="module")
-def ascend_nodes(kube: Kube) -> Iterator[npunode.AscendNodes]:
-    sims = npunode.AscendNodes(kube).start()
+def ascend_nodes(
+    kube: Kube, rbac: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[npunode.AscendNodes]:
+    sims = npunode.AscendNodes(kube, tmp_path_factory.mktemp("ascend")).start()
     runner = kubelet.Kubelet(kube).start()
     fleet.create_nodes(kube, fleet.pool(POOL, "Ascend310P3", 2, devices=2))
     yield sims
     sims.stop()
     runner.stop()
+    problems = sims.problems()
+    assert not problems, "the vNPU agents logged refusals or crashes:\n" + "\n".join(problems)
 
 
 def _ready(kube: Kube) -> bool:
@@ -72,6 +83,7 @@ def test_vnpu_layout_rolls_out_through_the_agent(
         assert RECORD_ANNOTATION in meta["annotations"]
     status = kube.get(f"{NPG}/{POOL}")["status"]
     assert status["capacity"]["huawei.com/Ascend310P-4c"] == "4"
+    assert not ascend_nodes.problems()  # every call of the agents was allowed
 
     # A new layout: the agent destroys exactly the vNPUs it made and creates the new ones.
     kube.patch(
@@ -108,3 +120,63 @@ def test_template_combination_the_chip_cannot_hold_is_refused_before_any_cordon(
         got = kube.get(path_of("v1", "nodes", node))
         assert not got["spec"].get("unschedulable")
         assert ERROR_ANNOTATION not in got["metadata"].get("annotations", {})
+
+
+def _agent_kube(ascend_nodes: npunode.AscendNodes, node: str) -> Kube:
+    agent = eventually(lambda: ascend_nodes.agents.get(node), 30, f"the agent of {node}")
+    return Kube.from_kubeconfig(str(agent.kubeconfig))
+
+
+def test_the_agent_runs_as_its_service_account_with_a_token_naming_its_node(
+    ascend_nodes: npunode.AscendNodes,
+) -> None:
+    agent = _agent_kube(ascend_nodes, f"{POOL}-0")
+    try:
+        review = agent.create(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+    finally:
+        agent.close()
+    user = review["status"]["userInfo"]
+    assert user["username"] == identity.AGENT.username
+    assert user["extra"][identity.NODE_NAME_EXTRA] == [f"{POOL}-0"]
+
+
+def test_the_agent_token_may_change_its_own_node_and_no_other(
+    kube: Kube, ascend_nodes: npunode.AscendNodes
+) -> None:
+    own, other = f"{POOL}-0", f"{POOL}-1"
+    probe = "test.tessera.io/agent-probe"
+    agent = _agent_kube(ascend_nodes, own)
+    try:
+        agent.patch(path_of("v1", "nodes", own), {"metadata": {"annotations": {probe: "own"}}})
+        with pytest.raises(ApiError) as refused:
+            agent.patch(path_of("v1", "nodes", other), {"metadata": {"annotations": {probe: "x"}}})
+    finally:
+        agent.close()
+    assert refused.value.status == 403, refused.value
+    message = refused.value.message
+    assert "tessera-agent-own-node" in message, message
+    assert f"tessera-agent on Node {own} may change only Node {own}, not Node {other}" in message
+    assert kube.get(path_of("v1", "nodes", own))["metadata"]["annotations"][probe] == "own"
+    assert probe not in kube.get(path_of("v1", "nodes", other))["metadata"]["annotations"]
+    kube.patch(path_of("v1", "nodes", own), {"metadata": {"annotations": {probe: None}}})
+
+
+def test_an_agent_token_bound_to_no_node_may_change_no_node(
+    kube: Kube, ascend_nodes: npunode.AscendNodes, tmp_path: Path
+) -> None:
+    """A token of the agent's ServiceAccount minted by hand (bound to no Pod) changes nothing."""
+    bearer = identity.token(kube, identity.AGENT)
+    config = identity.kubeconfig(kube, bearer, "by-hand", tmp_path / "unbound.kubeconfig")
+    unbound = Kube.from_kubeconfig(str(config))
+    node = f"{POOL}-0"
+    try:
+        with pytest.raises(ApiError) as refused:
+            unbound.patch(path_of("v1", "nodes", node), {"metadata": {"labels": {"x": "y"}}})
+    finally:
+        unbound.close()
+    assert refused.value.status == 403, refused.value
+    assert "this token is bound to none" in refused.value.message
+    assert f"refused its change to Node {node}" in refused.value.message

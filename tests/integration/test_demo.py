@@ -1,7 +1,8 @@
 """The ``make demo`` scenario: the demo's nodes, its agents and ``config/samples`` converge.
 
 The session's operator (fixture ``operator``) plays the demo's operator; the
-agents run in-process exactly as ``tessera dev agents`` runs them. The sample
+agents run in-process exactly as ``tessera dev agents`` runs them, and the vNPU
+agents among them as processes under their ServiceAccount (config/rbac). The sample
 objects are also applied by ``test_api_surface``; their pools' nodes exist
 only here.
 """
@@ -20,7 +21,7 @@ import yaml
 
 from tessera.adapters.kube import Kube
 from tessera.cli import dev
-from tessera.devcluster import demo
+from tessera.devcluster import demo, identity
 from tessera.devcluster.controlplane import ControlPlane
 
 from .conftest import ROOT, Kubectl, OperatorProcess
@@ -35,18 +36,18 @@ SAMPLES = {
 
 
 @pytest.fixture(scope="module")
-def demo_agents(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def demo_agents(kube: Kube, rbac: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     stop = threading.Event()
     workdir: Path = tmp_path_factory.mktemp("demo-agents")
     thread = threading.Thread(target=demo.run_agents, args=(kube, workdir, stop), daemon=True)
     thread.start()
-    yield
+    yield workdir
     stop.set()
     thread.join(timeout=30)
 
 
 def test_demo_scenario_converges_without_errors(
-    kube: Kube, kubectl: Kubectl, operator: OperatorProcess, demo_agents: None
+    kube: Kube, kubectl: Kubectl, operator: OperatorProcess, demo_agents: Path
 ) -> None:
     log_start = len(operator.log())
     started = time.monotonic()
@@ -72,10 +73,15 @@ def test_demo_scenario_converges_without_errors(
     bad = [line for line in log.splitlines() if "Traceback" in line or " ERROR " in line]
     assert not bad, "\n".join(bad[:10])
     assert elapsed < DEADLINE
+    # The Ascend pool rolled out through the real agents, each under its own token, unrefused.
+    agent_logs = {p.parent.name: p.read_text() for p in demo_agents.glob("*/agent.log")}
+    assert {"ascend-310p-0", "ascend-310p-1"} <= set(agent_logs)
+    lines = [line for text in agent_logs.values() for line in text.splitlines()]
+    assert not [line for line in lines if identity.PROBLEM.search(line)]
 
 
 def test_the_explore_hint_runs_as_printed_in_a_shell_without_the_venv(
-    control_plane: ControlPlane, kubectl: Kubectl, demo_agents: None, tmp_path: Path
+    control_plane: ControlPlane, kubectl: Kubectl, demo_agents: Path, tmp_path: Path
 ) -> None:
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
     hint = dev.explore_hint(control_plane.kubeconfig, control_plane.kubectl)

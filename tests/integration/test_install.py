@@ -38,6 +38,7 @@ def prerequisites(kubectl: Kubectl, kube: Kube) -> None:
     kubectl.ok("apply", "--server-side", "-f", str(ROOT / "tests/data/crds/servicemonitor.yaml"))
     kubectl.ok("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     namespace(kube, "tessera-system")
+    namespace(kube, "tessera-agent")
 
 
 def kinds(manifest: str) -> list[tuple[str, str]]:
@@ -78,8 +79,10 @@ def test_the_helm_chart_renders_the_same_objects_and_passes_server_dry_run(
 ) -> None:
     chart = helm_template("metrics.serviceMonitor.enabled=true", extra=SERVICE_MONITOR_API)
     install = kinds((ROOT / "deploy" / "tessera.yaml").read_text())
-    # Helm installs into a namespace it is given and adds the monitor where its API is served.
-    expected = [k for k in install if k[0] != "Namespace"] + [("ServiceMonitor", "tessera")]
+    # Helm installs into a namespace it is given and adds the monitor where its API is served;
+    # it creates the agent's namespace, as config/agent does.
+    expected = [k for k in install if k != ("Namespace", "tessera-system")]
+    expected += [("ServiceMonitor", "tessera")]
     assert kinds(chart) == sorted(expected)
     out = dry_run(kubectl, chart)
     assert len(re.findall(r"\(server dry run\)", out)) == len(kinds(chart)), out
@@ -113,6 +116,30 @@ def test_the_chart_grants_what_config_rbac_grants_and_follows_the_configmap_valu
     assert "--device-plugin-configmap=gpu-operator/dp" in args
     assert "--mig-parted-configmap=gpu-operator/mig" in args
     assert "--vnpu-configmap=tessera-system/tessera-vnpu-config" in args
+
+
+def _docs(manifest: str, kind: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(manifest) if d and d["kind"] == kind]
+
+
+def test_the_chart_grants_the_agent_what_config_rbac_grants_and_keeps_it_to_its_node(
+    kubectl: Kubectl,
+) -> None:
+    rbac = kubectl.ok("kustomize", str(CONFIG / "rbac"))
+    chart = helm_template()
+    assert _role(chart, "-agent")["rules"] == _role(rbac, "tessera-agent")["rules"]
+    [shipped], [rendered] = (
+        _docs(rbac, "ValidatingAdmissionPolicy"),
+        _docs(chart, "ValidatingAdmissionPolicy"),
+    )
+    assert rendered["spec"] == shipped["spec"]
+    [binding] = _docs(chart, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == rendered["metadata"]["name"]
+    # The agent runs in a namespace of its own, the only one that allows privileged pods.
+    agent_ns = {d["metadata"]["namespace"] for d in _docs(chart, "DaemonSet")}
+    assert agent_ns == {"tessera-agent"}
+    labels = {d["metadata"]["name"]: d["metadata"]["labels"] for d in _docs(chart, "Namespace")}
+    assert labels["tessera-agent"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
 
 def test_the_running_operator_serves_its_metrics(kube: Kube, operator: OperatorProcess) -> None:

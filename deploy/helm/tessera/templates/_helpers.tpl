@@ -19,3 +19,7 @@ app.kubernetes.io/name: tessera
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end }}
+
+{{- define "tessera.agentNamespace" -}}
+{{ .Values.vnpuAgent.namespace | default .Release.Namespace }}
+{{- end }}

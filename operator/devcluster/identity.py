@@ -1,0 +1,137 @@
+"""Tessera's own components run in the dev cluster as their ServiceAccounts, never as admin.
+
+``config/rbac`` is what a cluster grants the operator (ServiceAccount ``tessera`` in
+``tessera-system``) and the Ascend vNPU agent (``tessera-agent`` in ``tessera-agent``). The
+integration suite and ``make demo`` install it and hand each component a kubeconfig holding a
+token from the TokenRequest API — what the kubelet mounts into their pods — so a verb missing
+from config/rbac fails there as it would in a cluster.
+
+The agent's token is bound to the agent's Pod on its node, as the kubelet binds the token it
+mounts, so the API server puts the node's name into the token's user
+(``authentication.kubernetes.io/node-name``): the ValidatingAdmissionPolicy of config/rbac
+lets the agent change that Node only. No DaemonSet controller runs in the dev cluster, so
+``agent_pod`` creates the Pod the DaemonSet of config/agent would create on the node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tessera.adapters.kube import ApiError, Kube, path_of
+
+from .controlplane import kubeconfig_text
+
+WEEK = 7 * 24 * 3600  # a demo may run for days; a token outliving its Pod is refused anyway
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+# What never appears in the log of a component running as its ServiceAccount: a call RBAC or
+# an admission policy refused, a token the API server rejected, a crash.
+PROBLEM = re.compile(r"forbidden|unauthorized|Traceback", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Account:
+    namespace: str
+    name: str
+
+    @property
+    def username(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+
+OPERATOR = Account("tessera-system", "tessera")
+AGENT = Account("tessera-agent", "tessera-agent")
+# Stands in for config/agent's DaemonSet, and is named apart from it: an install applied to
+# the same cluster (the install tests' server dry runs) never meets an object of ours.
+AGENT_DAEMONSET = "tessera-vnpu-agent-sim"
+AGENT_LABELS = {"app.kubernetes.io/name": "tessera", "app.kubernetes.io/component": "vnpu-agent"}
+
+
+def token(
+    kube: Kube, account: Account, *, pod: Mapping[str, Any] | None = None, seconds: int = WEEK
+) -> str:
+    """A token of ``account`` from the TokenRequest API, bound to ``pod`` when given."""
+    spec: dict[str, Any] = {"expirationSeconds": seconds}
+    if pod is not None:
+        meta = pod["metadata"]
+        spec["boundObjectRef"] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+    path = path_of("v1", "serviceaccounts", account.name, account.namespace) + "/token"
+    issued: str = kube.create(path, request)["status"]["token"]
+    return issued
+
+
+def kubeconfig(kube: Kube, bearer: str, user: str, path: Path) -> Path:
+    """Write a kubeconfig for the API server ``kube`` talks to, authenticating with ``bearer``."""
+    if kube.ca_file is None:
+        raise ValueError(f"{kube.server}: no CA file to write into a kubeconfig")
+    path.write_text(kubeconfig_text(kube.server, bearer, Path(kube.ca_file), user=user))
+    return path
+
+
+def agent_pod(kube: Kube, node: str) -> dict[str, Any]:
+    """The agent's Pod on ``node``: what the DaemonSet controller would create there.
+
+    It is pinned to its node (``spec.nodeName``) like every DaemonSet pod — the node is the
+    point: a token bound to the Pod names it. Owned by the DaemonSet object, it is skipped by
+    drains as the real agent's pod is; it runs no container (the agent runs as a process of
+    the dev cluster), and the kubelet stand-in reports it Running.
+    """
+    ds = _agent_daemonset(kube)
+    name = f"{AGENT_DAEMONSET}-{node}"
+    pods = path_of("v1", "pods", namespace=AGENT.namespace)
+    existing = kube.get_or_none(f"{pods}/{name}")
+    if existing is not None:
+        return existing
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "name": AGENT_DAEMONSET,
+        "uid": ds["metadata"]["uid"],
+        "controller": True,
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": AGENT_LABELS, "ownerReferences": [owner]},
+        "spec": {**_pod_spec(), "nodeName": node},
+    }
+    return kube.create(pods, pod)
+
+
+def _agent_daemonset(kube: Kube) -> dict[str, Any]:
+    path = path_of("apps/v1", "daemonsets", namespace=AGENT.namespace)
+    found = kube.get_or_none(f"{path}/{AGENT_DAEMONSET}")
+    if found is not None:
+        return found
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": AGENT_DAEMONSET, "labels": AGENT_LABELS},
+        "spec": {
+            "selector": {"matchLabels": AGENT_LABELS},
+            "template": {"metadata": {"labels": AGENT_LABELS}, "spec": _pod_spec()},
+        },
+    }
+    try:
+        return kube.create(path, ds)
+    except ApiError as err:  # another agent of this cluster created it meanwhile
+        if not err.conflict:
+            raise
+        return kube.get(f"{path}/{AGENT_DAEMONSET}")
+
+
+def _pod_spec() -> dict[str, Any]:
+    return {
+        "serviceAccountName": AGENT.name,
+        "containers": [{"name": "agent", "image": "tessera:0.1.0"}],
+        "terminationGracePeriodSeconds": 1,
+    }
