@@ -7,6 +7,11 @@ impossible by construction: a pod whose eviction was accepted carries a
 ``deletionTimestamp`` and is only waited on; a rejected eviction (429) is
 retried after a back-off persisted in the node's state, so a PDB that never
 yields costs one request per minute, not a hot loop.
+
+Every pod a PDB holds up is named at once (``held``), with the PDB, so the
+pool says who blocks the drain long before ``drain.timeout`` turns it into a
+stall: the PDBs are matched against the pod's labels in this observation, the
+same way the Eviction API picks them.
 """
 
 from __future__ import annotations
@@ -31,6 +36,21 @@ def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, attempts - 1)))
 
 
+@dataclass(frozen=True)
+class Held:
+    """One pod a PodDisruptionBudget keeps on the node: what the pool's message names."""
+
+    pod: str  # namespace/name
+    pdb: str  # namespace/name; "" when no PDB in this observation selects the pod
+    refused: bool  # an eviction was sent and the API server said no (429)
+
+    def __str__(self) -> str:
+        by = f"PodDisruptionBudget {self.pdb}" if self.pdb else "a PodDisruptionBudget"
+        if self.refused:
+            return f"eviction of pod {self.pod} refused by {by}; retrying"
+        return f"eviction of pod {self.pod} blocked by {by} (0 disruptions allowed)"
+
+
 @dataclass
 class DrainPass:
     evictions: dict[str, Eviction]
@@ -40,6 +60,7 @@ class DrainPass:
     soft: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
     blocking_pdbs: set[str] = field(default_factory=set)
+    held: list[Held] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -78,6 +99,7 @@ def drain_pass(
         record = out.evictions.get(pod.key)
         if guard is not None and pdb_budget.get(guard.ref, 0) <= 0:
             out.blocking_pdbs.add(guard.ref)
+            out.held.append(Held(pod.ref, guard.ref, refused=False))
             out.soft.append(f"pdb {guard.ref} allows 0 disruptions (pod {pod.ref})")
             if timed_out and drain.force and not (record and record.deleted):
                 out.evictions[pod.key] = Eviction(
@@ -88,8 +110,11 @@ def drain_pass(
                     act.DeletePod(pod.node, pod.namespace, pod.name, pod.uid, reason)
                 )
             continue
+        refused = Held(pod.ref, guards[0].ref if guards else "", refused=True)
+        if record is not None and not record.deleted:  # sent before, and the pod is still here
+            out.held.append(refused)
         if record is not None and now < record.last + backoff(record.attempts):
-            out.waiting.append(f"eviction of pod {pod.ref} was refused; retrying")
+            out.waiting.append(str(refused))
             continue
         attempts = record.attempts + 1 if record else 1
         out.evictions[pod.key] = Eviction(attempts, now)

@@ -162,12 +162,22 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
             problem,
             left,
             dp.blocking_pdbs,
+            held=tuple(dp.held),
         )
     if s.phase == Phase.BLOCKED:
         s = s.to(Phase.DRAINING, ctx.now)
     why = f"draining {node.name}: {left} pod(s) left"
     return Outcome(
-        node.name, Phase.DRAINING, why, s, dp.actions, None, None, left, dp.blocking_pdbs
+        node.name,
+        Phase.DRAINING,
+        why,
+        s,
+        dp.actions,
+        None,
+        None,
+        left,
+        dp.blocking_pdbs,
+        held=tuple(dp.held),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import actions as act
+from .draining import Held
 from .state import NodeState, Phase
 
 
@@ -35,6 +36,8 @@ class Outcome:
     pods_left: int = 0
     blocking_pdbs: set[str] = field(default_factory=set)
     waiting: bool = False
+    held: tuple[Held, ...] = ()
+    """Pods a PodDisruptionBudget keeps on the node (draining), named in the pool's message."""
     frees_slot: bool = False
     """The node leaves the disruption budget once these writes land (a release)."""
 

@@ -29,6 +29,7 @@ from tessera.domain.conditions import Verdict
 
 from . import actions as act
 from . import admission, reporting, selection, targets
+from .draining import Held
 from .machine import Context, step, untouched
 from .outcome import Outcome
 from .releasing import back_out
@@ -78,9 +79,11 @@ class _Pass:
     freed: set[str] = field(default_factory=set)
     tidy: dict[str, list[act.Action]] = field(default_factory=dict)
 
-    def report(self, node: str, d: DesiredNode | None, phase: Phase, msg: str = "") -> None:
+    def report(
+        self, node: str, d: DesiredNode | None, phase: Phase, msg: str = "", held: tuple[Held, ...] = ()
+    ) -> None:
         if d is not None:
-            self.reports.append(NodeReport(node, phase, d.target, msg))
+            self.reports.append(NodeReport(node, phase, d.target, msg, held))
 
     def problem(self, node: str, phase: Phase, reason: str, msg: str, since: str = "") -> None:
         self.problems.append(
@@ -89,7 +92,7 @@ class _Pass:
 
     def take(self, o: Outcome, before: NodeState | None, d: DesiredNode | None) -> None:
         self.actions.extend(o.emit(before))
-        self.report(o.node, d, o.phase, o.why)
+        self.report(o.node, d, o.phase, o.why, o.held)
         if o.problem is not None:
             self.problem(o.node, o.phase, o.problem.reason, o.problem.message, o.problem.since)
         self.blocking |= o.blocking_pdbs

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tessera.api.v1alpha1.common import NodeCounts, NodeProblem
 from tessera.domain.conditions import Verdict
 
+from .draining import Held
 from .state import Phase
 
 MAX_PROBLEMS = 20
@@ -29,6 +30,16 @@ class NodeReport:
     phase: Phase
     target: str
     message: str = ""
+    held: tuple[Held, ...] = ()
+    """Pods a PodDisruptionBudget keeps on the node while it drains."""
+
+    def shown(self) -> str:
+        """``gpu-3 Draining``, and while a PDB holds pods up, which pods and which PDBs."""
+        text = f"{self.name} {self.phase.value}"
+        if not self.held:
+            return text
+        more = f"; and {len(self.held) - 2} more" if len(self.held) > 2 else ""
+        return f"{text} ({'; '.join(str(h) for h in self.held[:2])}{more})"
 
 
 def counts(reports: Sequence[NodeReport]) -> NodeCounts:
@@ -73,7 +84,8 @@ def verdict(
             reason = "WaitingForAgent"
         else:
             reason = "RollingOut"
-        shown = ", ".join(f"{r.name} {r.phase.value}" for r in busy[:5])
+        busy.sort(key=lambda r: not r.held)  # a node a PDB holds up is named first
+        shown = ", ".join(r.shown() for r in busy[:5])
         extra = f" and {len(busy) - 5} more" if len(busy) > 5 else ""
         return Verdict("progressing", reason, f"{done}; {shown}{extra}")
     if c.pending:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 import pytest
 from rollout_builders import (
@@ -395,3 +396,57 @@ def test_verified_expectation_uses_allocatable() -> None:
     assert run(Case([ok], [])).actions == ()
     short = node(config=NEW, alloc={**NEW_ALLOC, "nvidia.com/mig-3g.40gb": 15})
     assert kinds(run(Case([short], [])).actions)[0] == "SetNodeState:Cordoned"
+
+
+HELD_BY_PDB = {
+    "a PDB allowing no disruption: named before the timeout": (
+        [gpu_pod("a", labels={"app": "s"})],
+        {},
+        "eviction of pod ml/a blocked by PodDisruptionBudget ml/serving (0 disruptions allowed)",
+    ),
+    "a refused eviction (429), waiting out its back-off: named with the PDB": (
+        [gpu_pod("a", labels={"app": "s"}, phase="Pending")],
+        evicted("ml/a@uid-a", 1, 2),
+        "eviction of pod ml/a refused by PodDisruptionBudget ml/serving; retrying",
+    ),
+    "a refused eviction retried after its back-off: still named": (
+        [gpu_pod("a", labels={"app": "s"}, phase="Pending")],
+        evicted("ml/a@uid-a", 1, 6),
+        "eviction of pod ml/a refused by PodDisruptionBudget ml/serving; retrying",
+    ),
+    "a refused eviction no PDB here explains: the pod is still named": (
+        [gpu_pod("a")],
+        evicted("ml/a@uid-a", 1, 2),
+        "eviction of pod ml/a refused by a PodDisruptionBudget; retrying",
+    ),
+}
+
+
+@pytest.mark.parametrize("pods,evictions,text", HELD_BY_PDB.values(), ids=HELD_BY_PDB.keys())
+def test_draining_names_the_pod_and_pdb_holding_it_up_before_the_timeout(
+    pods: list[PodView], evictions: dict[str, Any], text: str
+) -> None:
+    st = replace(DRAINING, evictions=evictions)
+    got = run(
+        Case(
+            [node(st=st, cordoned=True, tainted=True)],
+            [],
+            pods=pods,
+            pdbs=[pdb("serving", 0, app="s")],
+        )
+    )
+    assert got.verdict.state == "progressing", got.verdict  # Stalled waits for drain.timeout
+    assert got.verdict.reason == "Draining"
+    assert text in got.verdict.message, got.verdict.message
+    assert [str(h) for h in got.nodes[0].held] == [text]
+
+
+def test_a_draining_node_without_a_blocked_pod_says_only_draining() -> None:
+    got = run(
+        Case(
+            [node(st=DRAINING, cordoned=True, tainted=True)],
+            [],
+            pods=[gpu_pod("a", deletion_timestamp=T0)],
+        )
+    )
+    assert got.verdict.message == "0 of 1 nodes updated; gpu-1 Draining"
