@@ -29,6 +29,7 @@ from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
 
+from . import evictions
 from . import rollout_driver as driver
 from .runtime import Context, Result, custom_path, ref_of, spec_error, stall, write_status
 
@@ -66,6 +67,7 @@ def reconcile(ctx: Context, name: str) -> Result:
             seen.owner, spec.rollout, desired, involved, pods, pdbs, ctx.clock(), approved
         )
         driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
+        evictions.announce_held(ctx, ref_of(obj), plan.nodes)
         _status(ctx, obj, plan, seen.targets)
         driver.export_phases(KIND, name, plan)
         metrics.RECONCILES.labels(KIND, plan.verdict.state).inc()

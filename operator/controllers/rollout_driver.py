@@ -23,7 +23,7 @@ from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
 
-from . import node_patch
+from . import evictions, node_patch
 from .runtime import Context, stopping
 
 log = logging.getLogger("tessera.rollout")
@@ -151,7 +151,7 @@ def _run(
     names = ",".join(type(a).__name__ for a in run)
     with span(names, node=first.node, reason="; ".join(a.reason for a in run)):
         try:
-            _execute(ctx, run)
+            refused = _execute(ctx, run)
         except ApiError as err:
             texts = "; ".join(rollout.describe(a) for a in run)
             log.warning("%s/%s: %s failed: %s", owner.kind, owner.name, texts, err)
@@ -160,10 +160,14 @@ def _run(
         text = rollout.describe(action)
         log.info("%s/%s: %s", owner.kind, owner.name, text)
         _observe(ctx, owner, action, node)
-        if not isinstance(action, rollout.SetNodeState | rollout.ClearNodeState):
+        if refused is None and not isinstance(
+            action, rollout.SetNodeState | rollout.ClearNodeState
+        ):
             kind = type(action).__name__
             ctx.events.post(owner, kind, text, ctx.clock())
             ctx.events.post(Ref("v1", "Node", action.node), kind, text, ctx.clock())
+    if refused is not None and isinstance(first, rollout.Evict):
+        evictions.held(ctx, owner, first.node, f"{first.namespace}/{first.name}", refused)
     return True
 
 
@@ -188,11 +192,12 @@ def _observe(
         metrics.ROLLBACKS.labels(owner.name).inc()
 
 
-def _execute(ctx: Context, run: Sequence[rollout.Action]) -> None:
+def _execute(ctx: Context, run: Sequence[rollout.Action]) -> str | None:
+    """Do one write; for an eviction the API server refused (429), why it did."""
     first = run[0]
     match first:
         case rollout.Evict():
-            _evict(ctx, first)
+            return evictions.evict(ctx, first)
         case rollout.DeletePod():
             body: dict[str, Any] = {"preconditions": {"uid": first.uid}} if first.uid else {}
             try:
@@ -202,6 +207,7 @@ def _execute(ctx: Context, run: Sequence[rollout.Action]) -> None:
                     raise
         case _:
             _patch_node(ctx, first.node, run)
+    return None
 
 
 def _patch_node(ctx: Context, name: str, run: Sequence[rollout.Action]) -> None:
@@ -216,25 +222,6 @@ def _patch_node(ctx: Context, name: str, run: Sequence[rollout.Action]) -> None:
             patch.setdefault("metadata", {})["resourceVersion"] = version
     if patch:
         ctx.kube.patch(path, patch)
-
-
-def _evict(ctx: Context, action: rollout.Evict) -> None:
-    body: dict[str, Any] = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": action.name, "namespace": action.namespace},
-    }
-    if action.uid:
-        body["deleteOptions"] = {"preconditions": {"uid": action.uid}}
-    try:
-        ctx.kube.create(path_of("v1", "pods", action.name, action.namespace) + "/eviction", body)
-        metrics.EVICTIONS.labels("evicted").inc()
-    except ApiError as err:
-        if err.too_many_requests:
-            metrics.EVICTIONS.labels("blocked").inc()
-            log.info("eviction of %s/%s refused: %s", action.namespace, action.name, err.message)
-        elif not (err.not_found or err.conflict):
-            raise
 
 
 PHASE_GAUGES = {  # tessera_rollout_nodes' phase label -> the Plan's count of it

@@ -21,7 +21,7 @@ from tessera.domain.rollout.releasing import release
 from tessera.domain.sharing import planning, rollout_targets
 from tessera.domain.sharing.nodes import NodeFacts
 
-from . import rollout_driver
+from . import evictions, rollout_driver
 from .runtime import Context, ref_of
 
 
@@ -66,6 +66,7 @@ def run(
         approved,
     )
     rollout_driver.apply(ctx, ref_of(obj), decided.stages, all_views)
+    evictions.announce_held(ctx, ref_of(obj), decided.nodes)
     return decided
 
 

@@ -43,6 +43,18 @@ class EventRecorder:
         self._lock = threading.Lock()
         self._outbox: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue(BACKLOG)
         self._sender: threading.Thread | None = None
+        self._once: dict[tuple[str, ...], None] = {}  # insertion-ordered, bounded by BACKLOG
+
+    def first(self, *key: str) -> bool:
+        """True the first time ``key`` is seen: for an Event due once per occurrence (one per
+        blocked pod), not once per pass. Forgetting the oldest keys costs a repeat, no loss."""
+        with self._lock:
+            if key in self._once:
+                return False
+            if len(self._once) >= BACKLOG:
+                del self._once[next(iter(self._once))]
+            self._once[key] = None
+            return True
 
     def post(
         self,

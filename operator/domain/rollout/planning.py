@@ -80,7 +80,12 @@ class _Pass:
     tidy: dict[str, list[act.Action]] = field(default_factory=dict)
 
     def report(
-        self, node: str, d: DesiredNode | None, phase: Phase, msg: str = "", held: tuple[Held, ...] = ()
+        self,
+        node: str,
+        d: DesiredNode | None,
+        phase: Phase,
+        msg: str = "",
+        held: tuple[Held, ...] = (),
     ) -> None:
         if d is not None:
             self.reports.append(NodeReport(node, phase, d.target, msg, held))
