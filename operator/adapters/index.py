@@ -26,6 +26,8 @@ Project = Callable[[dict[str, Any]], tuple[str, T] | None]
 """An object → (its group, what to keep of it), or None to keep nothing."""
 
 Groups = dict[str, dict[str, T]]  # group → object key → projection
+Listener = Callable[[T | None, T | None], None]
+"""Told of each watched change as (before, after) projections; None: absent from the index."""
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -48,6 +50,7 @@ class Index(Generic[T]):
         self._live: Groups[T] = {}
         self._where: dict[str, str] = {}  # object key → its group in _live
         self._building: Groups[T] | None = None
+        self._listeners: list[Listener[T]] = []
         self._informer = Informer(
             kube,
             path,
@@ -71,6 +74,11 @@ class Index(Generic[T]):
     def wait_synced(self, timeout: float) -> bool:
         return self._informer.synced.wait(timeout)
 
+    def subscribe(self, listener: Listener[T]) -> None:
+        """Call ``listener`` on the informer's thread for every change a watch brings that
+        alters an object's projection (not for re-lists): a pod that left a node, say."""
+        self._listeners.append(listener)
+
     def get(self, groups: Iterable[str]) -> dict[str, list[T]] | None:
         """What the index holds for each group, or None before the first list completes."""
         if not self.synced:
@@ -91,11 +99,14 @@ class Index(Generic[T]):
                     self._building.setdefault(kept[0], {})[key] = kept[1]
                 return
             old = self._where.pop(key, None)
-            if old is not None:
-                self._live.get(old, {}).pop(key, None)
+            before = self._live.get(old, {}).pop(key, None) if old is not None else None
             if kept is not None:
                 self._live.setdefault(kept[0], {})[key] = kept[1]
                 self._where[key] = kept[0]
+        after = kept[1] if kept is not None else None
+        if before != after:
+            for listener in self._listeners:
+                listener(before, after)
 
     def _swap(self) -> None:
         with self._lock:

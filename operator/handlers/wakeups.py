@@ -9,7 +9,7 @@ so a pass runs only when something it reads has changed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,6 +17,10 @@ from pydantic import ValidationError
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.controllers import nodepoolgeometry, sharingpolicy
 from tessera.domain import cluster
+from tessera.domain.rollout import Phase, PodView
+
+ROLLING = (Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED, Phase.APPLYING)
+"""Phases whose next step waits on the node's pods (the drain, the recount before a change)."""
 
 
 class Wakeups:
@@ -86,6 +90,7 @@ class NodeWakeups:
         self.wakeups = wakeups
         self.selectors: dict[str, LabelSelector] = {}
         self.nodes: dict[str, tuple[tuple[object, ...], set[str]]] = {}
+        self.holders: dict[str, str] = {}  # node → the owner whose rollout state it carries
 
     def pool_changed(self, name: str, spec: Mapping[str, Any] | None) -> None:
         if spec is None:
@@ -100,6 +105,7 @@ class NodeWakeups:
         before = self.nodes.get(name)
         if body is None:
             self.nodes.pop(name, None)
+            self.holders.pop(name, None)
             reading: set[str] = set()
         else:
             fingerprint = node_fingerprint(body)
@@ -107,7 +113,33 @@ class NodeWakeups:
                 return  # a heartbeat: nothing a decision reads has changed
             reading = cluster.pools_reading(body, self.selectors)
             self.nodes[name] = (fingerprint, reading)
+            state = cluster.node_view(body).state
+            if state is not None and state.phase in ROLLING:
+                self.holders[name] = state.owner
+            else:
+                self.holders.pop(name, None)
         unknown = self.wakeups.names(nodepoolgeometry.PLURAL) - set(self.selectors)
         for pool in reading | (before[1] if before else set()) | unknown:
             self.wakeups.wake(nodepoolgeometry.PLURAL, pool)
         self.wakeups.wake_all(sharingpolicy.PLURAL)
+
+    def pods_changed(self, nodes: Iterable[str]) -> None:
+        """Pods came or went on ``nodes``: wake whoever is rolling those nodes out, nobody else.
+
+        A drain's last pod going away is what its node waits for; without this the
+        next step came only with the rollout's requeue (10 s) or the resync.
+        """
+        for node in nodes:
+            owner = self.holders.get(node)
+            if owner is None:
+                continue
+            kind, _, name = owner.partition("/")
+            if kind == cluster.NPG_KIND:
+                self.wakeups.wake(nodepoolgeometry.PLURAL, name)
+            elif kind == sharingpolicy.KIND:
+                self.wakeups.wake(sharingpolicy.PLURAL, name)
+
+
+def pod_nodes(before: PodView | None, after: PodView | None) -> set[str]:
+    """The nodes whose pods a change to one pod alters (both, when it moved)."""
+    return {view.node for view in (before, after) if view is not None}

@@ -24,7 +24,8 @@ from tessera.api import constants as c
 from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.runtime import STOPPING, Context, Result
 from tessera.controllers.writer_lease import WriterLease
-from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint
+from tessera.domain.rollout import PodView
+from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint, pod_nodes
 from tessera.observability import metrics
 
 log = logging.getLogger("tessera.handlers")
@@ -67,7 +68,7 @@ def build_registry(ctx: Context, *, lease: WriterLease | None = None) -> kopf.Op
     wakeups = Wakeups()
     for controller in CONTROLLERS:
         _register_kind(registry, ctx, wakeups, controller, lease)
-    _register_watches(registry, wakeups)
+    _register_watches(registry, ctx, wakeups)
     _register_sharing_maps(registry, ctx, wakeups)
 
     @kopf.on.login(registry=registry)
@@ -196,8 +197,23 @@ def _guarded(lease: WriterLease | None, work: Callable[[], T]) -> T | Waiting:
             STOPPING.reset(token)
 
 
-def _register_watches(registry: kopf.OperatorRegistry, wakeups: Wakeups) -> None:
+def _register_watches(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wakeups) -> None:
     nodes = NodeWakeups(wakeups)
+
+    @kopf.on.startup(registry=registry)
+    async def follow_pods(**_: Any) -> None:
+        """The pod index's watch wakes the rollout holding a node when its pods change."""
+        if ctx.pod_index is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def changed(before: PodView | None, after: PodView | None) -> None:  # informer thread
+            try:
+                loop.call_soon_threadsafe(nodes.pods_changed, pod_nodes(before, after))
+            except RuntimeError:  # the loop has closed: the operator is stopping
+                return
+
+        ctx.pod_index.subscribe(changed)
 
     @kopf.on.event(c.GROUP, c.VERSION, nodepoolgeometry.PLURAL, registry=registry, id="selector")
     def pool_changed(name: str, type: str | None, body: Mapping[str, Any], **_: Any) -> None:

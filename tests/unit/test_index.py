@@ -46,3 +46,15 @@ def test_a_relist_is_invisible_until_complete_then_replaces_everything() -> None
 def test_nothing_before_the_first_list() -> None:
     idx: Index[str] = Index(cast(Kube, None), "/api/v1/pods", project, name="test")
     assert idx.get(["n1"]) is None
+
+
+def test_listeners_hear_each_watched_change_but_not_a_relist() -> None:
+    idx = index()
+    heard: list[tuple[str | None, str | None]] = []
+    idx.subscribe(lambda before, after: heard.append((before, after)))
+    idx._on_event("ADDED", pod("a", "n1"))
+    idx._on_event("MODIFIED", pod("a", "n1"))  # the same projection: nothing to tell
+    idx._on_event("SYNC", pod("b", "n1"))
+    idx._swap()
+    idx._on_event("DELETED", pod("b", "n1"))
+    assert heard == [(None, "a"), ("b", None)]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from tessera.api import constants as c
 from tessera.controllers import nodepoolgeometry, sharingpolicy
 from tessera.domain.cluster import geometry_owner
+from tessera.domain.rollout import NodeState, Phase, PodView, TargetSpec, encode
 from tessera.domain.rollout.views import pending_taint
-from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint
+from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint, pod_nodes
 
 NPG, SP = nodepoolgeometry.PLURAL, sharingpolicy.PLURAL
 
@@ -99,3 +103,45 @@ def test_a_status_write_does_not_change_what_a_reconcile_reads() -> None:
     approved = {**obj, "metadata": {"generation": 3, "annotations": {"x": "y"}}}
     assert object_fingerprint(written) == object_fingerprint(obj)
     assert object_fingerprint(approved) != object_fingerprint(obj)
+
+
+def rolling(owner: str, phase: str = "Draining") -> dict[str, Any]:
+    """A node carrying ``owner``'s rollout state in ``phase``."""
+    st = NodeState(Phase(phase), owner, TargetSpec("t"), orig=False, since=datetime.now(UTC))
+    return node("a", annotations={c.NODE_STATE_ANNOTATION: encode(st)})
+
+
+POD_WAKES = {
+    "a pod gone from a node a pool drains wakes that pool only": (
+        rolling(geometry_owner("b")),
+        {"b"},
+    ),
+    "a pod gone from a node a SharingPolicy drains wakes that policy only": (
+        rolling("SharingPolicy/time-sliced"),
+        {"sp/time-sliced"},
+    ),
+    "a pod gone from a node no rollout holds wakes nobody": (node("a"), set()),
+    "a pod gone from a node already verifying wakes nobody (it waits for the agent)": (
+        rolling(geometry_owner("b"), "Verifying"),
+        set(),
+    ),
+}
+
+
+@pytest.mark.parametrize("body,want", POD_WAKES.values(), ids=POD_WAKES.keys())
+def test_pods_changing_on_a_node_wake_the_rollout_holding_it(
+    body: dict[str, Any], want: set[str]
+) -> None:
+    wakeups, nodes = setup("a", "b")
+    nodes.node_changed("gpu-1", body)
+    woken(wakeups)
+    gone = PodView("ml", "serving-0", "gpu-1")
+    nodes.pods_changed(pod_nodes(gone, None))
+    assert woken(wakeups) == want
+
+
+def test_a_pod_that_moves_names_both_nodes() -> None:
+    assert pod_nodes(PodView("ml", "p", "gpu-1"), PodView("ml", "p", "gpu-2")) == {
+        "gpu-1",
+        "gpu-2",
+    }
