@@ -27,8 +27,9 @@ from tessera.domain.sharing import nodes as node_facts
 from tessera.domain.sharing import planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
+from tessera.observability.events import Ref
 
-from .runtime import Context, custom_path
+from .runtime import Context, custom_path, ref_of
 
 PLURAL = "sharingpolicies"
 log = logging.getLogger("tessera.sharingpolicy")
@@ -56,6 +57,7 @@ class Snapshot:
     nvidia: Document
     ascend: Document
     missing_pools: Mapping[str, str]  # policy -> poolRef name that does not exist
+    refs: Mapping[str, Ref] = field(default_factory=dict)  # policy -> what its Events name
 
     def observed(self) -> planning.Observed:
         return cluster.sharing_observed(
@@ -75,7 +77,7 @@ def settings_of(ctx: Context) -> planning.Settings:
 
 def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
     """Everything one pass reads; ``without`` leaves out a policy being deleted."""
-    policies, missing = _policies(ctx, without)
+    policies, missing, refs = _policies(ctx, without)
     raw = {n["metadata"]["name"]: n for n in ctx.kube.list("/api/v1/nodes")}
     facts = {name: facts_of(node) for name, node in raw.items()}
     namespace, name = ctx.settings.device_plugin_configmap
@@ -83,7 +85,7 @@ def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
     hns = ctx.settings.hami_namespace
     nvidia = _document(ctx, hns, c.HAMI_NVIDIA_CONFIGMAP_NAME, c.HAMI_NVIDIA_CONFIGMAP_KEY)
     ascend = _document(ctx, hns, c.HAMI_ASCEND_CONFIGMAP_NAME, c.HAMI_ASCEND_CONFIGMAP_KEY)
-    return Snapshot(tuple(policies), raw, facts, plugin, nvidia, ascend, missing)
+    return Snapshot(tuple(policies), raw, facts, plugin, nvidia, ascend, missing, refs)
 
 
 facts_of = cluster.sharing_facts  # shared with ``tessera plan``
@@ -93,13 +95,17 @@ def spec_of(obj: Obj) -> SharingPolicySpec:
     return SharingPolicySpec.model_validate(obj.get("spec") or {})
 
 
-def _policies(ctx: Context, without: str | None) -> tuple[list[Policy], dict[str, str]]:
+def _policies(
+    ctx: Context, without: str | None
+) -> tuple[list[Policy], dict[str, str], dict[str, Ref]]:
     out: list[Policy] = []
     missing: dict[str, str] = {}
+    refs: dict[str, Ref] = {}
     for item in ctx.kube.list(custom_path(PLURAL)):
         meta = item["metadata"]
         if meta["name"] == without or meta.get("deletionTimestamp"):
             continue
+        refs[meta["name"]] = ref_of(item)
         try:
             spec = spec_of(item)
         except ValidationError:
@@ -110,7 +116,7 @@ def _policies(ctx: Context, without: str | None) -> tuple[list[Policy], dict[str
             if pool is None:
                 missing[meta["name"]] = spec.pool_ref.name
         out.append(Policy(meta["name"], spec, pool))
-    return out, missing
+    return out, missing, refs
 
 
 def _pool_selector(ctx: Context, pool: str) -> LabelSelector | None:

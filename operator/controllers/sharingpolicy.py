@@ -11,13 +11,13 @@ writes this policy's status. A converged cluster costs reads only.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from tessera.adapters.kube import Obj
+from tessera.api import constants as c
 from tessera.domain import rollout
 from tessera.domain.conditions import Verdict, conditions_for
 from tessera.domain.sharing import planning, rollout_targets, status
@@ -108,7 +108,7 @@ def _converge(
         stale = rollout_targets.stale_mode_labels(plan.assignment, snap.facts)
         applied = sharing_apply.apply(ctx, plan, snap.nvidia, snap.ascend)
         writes = applied.writes + sharing_apply.drop_mode_labels(ctx, stale)
-        _announce(ctx, obj, plan, snap, plugin_map=applied.plugin_map)
+        _announce(ctx, obj, plan, snap, plugin_map=applied.plugin_map, without=without)
         total += writes
         if writes == 0:
             break
@@ -122,43 +122,45 @@ def _announce(
     snap: sharing_observe.Snapshot,
     *,
     plugin_map: bool = True,
+    without: str | None = None,
 ) -> None:
-    """Events: each restored hand edit on the policy it belongs to; other writes in the log.
+    """Events on the policy whose plan made each write: one pass writes for every policy.
 
+    A restored hand edit is a Warning ``DriftRestored``; other writes are summed up in
+    one ``ConfigWritten`` per policy. A write no policy's plan made (the default key) is
+    logged only, except while ``without`` is being deleted: its releases are its own.
     ``plugin_map`` False: the device-plugin ConfigMap could not be written (no GPU Operator
     namespace), so its notes describe writes that did not happen and are not announced.
     """
     written = plan.device_plugin.notes if plugin_map else ()
     notes = (*written, *plan.hami_nvidia.notes, *plan.hami_ascend.notes)
+    moved: dict[str, list[str]] = {}
     for note in notes:
         log.info("%s: %s", note.action, note.message)
-    moved = [n.message for n in notes if not n.restores]
-    if moved and obj is not None:
-        more = f" (and {len(moved) - 3} more)" if len(moved) > 3 else ""
-        text = "; ".join(moved[:3]) + more
-        ctx.events.post(ref_of(obj), "ConfigWritten", text, ctx.clock())
-    for message in plan.restorations:
-        owner = _owner_of(message, plan) or (obj["metadata"]["name"] if obj else None)
+        owner = note.policy or without
         if owner is None:
             continue
-        ref = Ref("tessera.io/v1alpha1", KIND, owner)
-        if obj is not None and obj["metadata"]["name"] == owner:
-            ref = ref_of(obj)
-        ctx.events.post(ref, "DriftRestored", message, ctx.clock(), "Warning")
+        if note.restores:
+            ctx.events.post(
+                _ref(owner, obj, snap), "DriftRestored", note.message, ctx.clock(), "Warning"
+            )
+        else:
+            moved.setdefault(owner, []).append(note.message)
+    for owner, messages in sorted(moved.items()):
+        more = f" (and {len(messages) - 3} more)" if len(messages) > 3 else ""
+        text = "; ".join(messages[:3]) + more
+        ctx.events.post(_ref(owner, obj, snap), "ConfigWritten", text, ctx.clock())
     for doc in (snap.nvidia, snap.ascend):
         if doc.error and obj is not None:
             ctx.events.post(ref_of(obj), "HAMiConfigUnreadable", doc.error, ctx.clock(), "Warning")
 
 
-def _owner_of(message: str, plan: planning.SharingPlan) -> str | None:
-    """The policy a restoration message is about: by its config key, else by its node."""
-    for policy, result in plan.results.items():
-        if result.key and re.search(rf"\b{re.escape(result.key)}\b", message):
-            return policy
-    for node, policy in plan.assignment.owner.items():
-        if re.search(rf"\bnode {re.escape(node)}(?![\w.-])", message):
-            return policy
-    return None
+def _ref(name: str, obj: Obj | None, snap: sharing_observe.Snapshot) -> Ref:
+    """The policy ``name`` as its Events name it (with its uid, which ``kubectl describe``
+    selects by)."""
+    if obj is not None and obj["metadata"]["name"] == name:
+        return ref_of(obj)
+    return snap.refs.get(name) or Ref(c.API_VERSION, KIND, name)
 
 
 def _verdict(base: Verdict, rolled: rollout.Plan | None, missing_pool: str | None) -> Verdict:

@@ -117,17 +117,20 @@ def plan(
     contents: Mapping[str, str],
     nodes: Iterable[NodeFacts],
     targets: Mapping[str, Target],
+    owners: Mapping[str, str] | None = None,
 ) -> ConfigMapPlan:
     """Keys to write, labels to move and keys to delete, in that order.
 
     ``contents`` maps every key Tessera wants (one per valid policy) to its
     text; ``targets`` maps the nodes to move; nodes absent from it keep their label.
+    ``owners`` maps a key to the policy it renders, so each note names whose write it is.
     """
+    owners = owners or {}
     data = dict(data or {})
     wanted = dict(contents)
     if ref.default_key not in data or ref.default_key in managed:
         wanted[ref.default_key] = DEFAULT_CONTENT  # a person's default key stays theirs
-    put, notes = _puts(ref, data, managed, wanted)
+    put, notes = _puts(ref, data, managed, wanted, owners)
     after = {**data, **put}
     labels: list[LabelChange] = []
     now: set[str] = set()
@@ -144,7 +147,7 @@ def plan(
         record = target.key if owned else None
         if current != target.key or node.applied_config != record:
             labels.append(LabelChange(node.name, current, target.key, owned))
-            notes.append(_label_note(ref, node, target))
+            notes.append(_label_note(ref, node, target, owners))
     spare = sorted(k for k in managed - set(wanted) if k in data)
     delete = tuple(k for k in spare if k not in now and k not in nxt)
     later = tuple(k for k in spare if k in now and k not in nxt)
@@ -157,7 +160,11 @@ def plan(
 
 
 def _puts(
-    ref: ConfigMapRef, data: Mapping[str, str], managed: frozenset[str], wanted: Mapping[str, str]
+    ref: ConfigMapRef,
+    data: Mapping[str, str],
+    managed: frozenset[str],
+    wanted: Mapping[str, str],
+    owners: Mapping[str, str],
 ) -> tuple[dict[str, str], list[Note]]:
     put: dict[str, str] = {}
     notes: list[Note] = []
@@ -165,21 +172,27 @@ def _puts(
         if data.get(key) == text:
             continue
         put[key] = text
+        who = owners.get(key)
         if key not in managed:
-            notes.append(Note("add", f"added key {key} to {ref}"))
+            notes.append(Note("add", f"added key {key} to {ref}", who))
         elif key in data:
-            notes.append(Note("restore", f"restored key {key} in {ref} edited by hand"))
+            notes.append(Note("restore", f"restored key {key} in {ref} edited by hand", who))
         else:
-            notes.append(Note("restore", f"restored key {key} in {ref} deleted by hand"))
+            notes.append(Note("restore", f"restored key {key} in {ref} deleted by hand", who))
     return put, notes
 
 
-def _label_note(ref: ConfigMapRef, node: NodeFacts, target: Target) -> Note:
+def _label_note(
+    ref: ConfigMapRef, node: NodeFacts, target: Target, owners: Mapping[str, str]
+) -> Note:
     label = f"{c.DEVICE_PLUGIN_CONFIG_LABEL}={target.key}"
     current, applied = node.plugin_config, node.applied_config
     if applied is not None and current != applied and target.key == applied:
         was = "removed" if current is None else f"changed to {current}"
-        return Note("restore", f"restored label {label} on node {node.name} ({was} by hand)")
-    if target.policy is None:
-        return Note("release", f"returned node {node.name} to the default config ({label})")
-    return Note("move", f"set {label} on node {node.name} for sharingpolicy/{target.policy}")
+        text = f"restored label {label} on node {node.name} ({was} by hand)"
+        return Note("restore", text, target.policy)
+    if target.policy is None:  # the policy whose key the node ran lets it go
+        text = f"returned node {node.name} to the default config ({label})"
+        return Note("release", text, owners.get(applied or ""))
+    text = f"set {label} on node {node.name} for sharingpolicy/{target.policy}"
+    return Note("move", text, target.policy)

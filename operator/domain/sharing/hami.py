@@ -22,7 +22,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonpatch
@@ -99,13 +99,16 @@ def plan_entries(
     desired: Mapping[str, Mapping[str, Any]],
     managed: Mapping[str, str],
     where: str,
+    owners: Mapping[str, str] | None = None,
 ) -> EntriesPlan:
     """Set ``desired`` fields per node, drop Tessera's fields from released nodes.
 
     ``managed`` is what Tessera wrote last time (node -> ``digest``); owned
     fields that no longer match it were edited by hand, and the note says so.
-    ``where`` names the ConfigMap and key in messages.
+    ``where`` names the ConfigMap and key in messages; ``owners`` maps a node to the
+    policy that governs it, so each note names whose write it is.
     """
+    owners = owners or {}
     before: dict[str, Any] = copy.deepcopy(dict(document or {}))
     entries: list[Any] = copy.deepcopy(before.get(list_key) or [])
     index = {e.get("name"): i for i, e in enumerate(entries) if isinstance(e, dict)}
@@ -123,7 +126,8 @@ def plan_entries(
         for key in owned:
             entry.pop(key, None)
         entry.update(fields)
-        notes.append(_set_note(node, fields, where, edited, current is None))
+        note = _set_note(node, fields, where, edited, current is None)
+        notes.append(replace(note, policy=owners.get(node)))
     gone: list[int] = []
     for node in sorted(set(managed) - set(desired)):
         i = index.get(node)

@@ -24,7 +24,7 @@ from .assignment import Assignment, Policy, assign
 from .changes import Change
 from .nodes import NodeFacts
 from .outcomes import PolicyResult, result_of
-from .rules import RuleError
+from .rules import Note, RuleError
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,12 @@ class SharingPlan:
     @property
     def restorations(self) -> tuple[str, ...]:
         """One message per hand edit being undone; empty for a converged cluster."""
-        notes = (*self.device_plugin.notes, *self.hami_nvidia.notes, *self.hami_ascend.notes)
-        return tuple(n.message for n in notes if n.restores)
+        return tuple(n.message for n in self.notes if n.restores)
+
+    @property
+    def notes(self) -> tuple[Note, ...]:
+        """Every write's note, each naming the policy whose plan made it (if any)."""
+        return (*self.device_plugin.notes, *self.hami_nvidia.notes, *self.hami_ascend.notes)
 
 
 def plan(
@@ -125,8 +129,15 @@ def plan(
     managed = configmap.managed_keys(seen.plugin_annotations)
     cm = configmap.ConfigMapPlan(ref)  # no NVIDIA node and no map yet: no plugin reads one
     if seen.plugin_data is not None or any(n.vendor == "nvidia" for n in seen.nodes):
+        keys = {r.key: r.name for r in results.values() if r.key}
         cm = configmap.plan(
-            ref, data, managed=managed, contents=contents, nodes=seen.nodes, targets=targets
+            ref,
+            data,
+            managed=managed,
+            contents=contents,
+            nodes=seen.nodes,
+            targets=targets,
+            owners=keys,
         )
     nv = hami.plan_entries(
         seen.hami_nvidia,
@@ -135,6 +146,7 @@ def plan(
         desired=nv_want,
         managed=seen.hami_nvidia_managed,
         where=cfg.hami_nvidia_where,
+        owners=assignment.owner,
     )
     asc = hami.plan_entries(
         seen.hami_ascend,
@@ -143,6 +155,7 @@ def plan(
         desired=asc_want,
         managed=seen.hami_ascend_managed,
         where=cfg.hami_ascend_where,
+        owners=assignment.owner,
     )
     return SharingPlan(assignment, results, cm, nv, asc, node_changes, waiting)
 

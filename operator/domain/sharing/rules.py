@@ -44,6 +44,9 @@ class Note:
 
     action: str  # add | restore | delete | move | release
     message: str
+    policy: str | None = None
+    """The SharingPolicy whose plan made this write (its Events carry it); None: no one's,
+    such as the default key, or a node returned to it that no policy selects any more."""
 
     @property
     def restores(self) -> bool:

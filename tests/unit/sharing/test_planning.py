@@ -253,3 +253,27 @@ def test_mixed_mig_capacity_is_summed_with_replicas() -> None:
         "nvidia.com/mig-1g.10gb.shared": "28",
         "nvidia.com/mig-3g.40gb": "4",
     }
+
+
+def test_every_note_names_the_policy_whose_plan_made_the_write() -> None:
+    """One pass plans every policy; each write's note says whose it is (issue 13, item 12)."""
+    w = world(gpu_node("t1", pool="ts"), gpu_node("h1", pool="hami"))
+    ts = policy("notebooks-ts", pool="ts")
+    hc = policy("hami-a10", "HAMiCore", pool="hami")
+    plan = planning.plan([ts, hc], w.observe(), cleared=frozenset({"h1"}))
+    key = plan.results["notebooks-ts"].key
+    by = {n.message: n.policy for n in plan.notes}
+    assert by[f"added key {key} to gpu-operator/device-plugin-configs"] == "notebooks-ts"
+    assert by["added key default to gpu-operator/device-plugin-configs"] is None
+    [label] = [m for m in by if m.startswith("set nvidia.com/device-plugin.config")]
+    assert "node t1" in label and by[label] == "notebooks-ts"
+    [entry] = [m for m in by if "for node h1 in" in m]
+    assert by[entry] == "hami-a10"
+    w.converge([ts, hc], cleared=frozenset({"h1"}))
+    elsewhere = policy("notebooks-ts", pool="elsewhere")  # its selector no longer takes t1
+    release = planning.plan([elsewhere, hc], w.observe(), cleared=frozenset({"h1"}))
+    [note] = [n for n in release.notes if n.action == "release"]
+    assert "node t1" in note.message and note.policy == "notebooks-ts"
+    gone = planning.plan([hc], w.observe(), cleared=frozenset({"h1"}))
+    [note] = [n for n in gone.notes if n.action == "release"]
+    assert note.policy is None  # a deleted policy's releases: its finalizer names it
