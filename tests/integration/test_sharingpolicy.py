@@ -349,6 +349,13 @@ def test_backend_switch_drains_the_running_pod_through_the_eviction_api(kube: Ku
 
     # the PDB allows no disruption: cordoned and draining, the pod stays, the node keeps MPS
     eventually(lambda: _reconciling(kube, "sp-sw", "Draining"), 30, "Reconciling/Draining")
+    held = "eviction of pod sp-work/sp-train blocked by PodDisruptionBudget sp-work/sp-train"
+    eventually(  # named at once, not after drain.timeout (issue 13, item 7)
+        lambda: held in (condition(policy(kube, "sp-sw"), "Reconciling") or {}).get("message", ""),
+        30,
+        "Reconciling naming the pod and its PDB",
+    )
+    assert eventually(lambda: event_with(kube, "sp-sw", "EvictionBlocked", held))
     assert node(kube, names[0])["spec"].get("unschedulable")
     assert _pod(kube, "sp-train") is not None
     assert label(kube, names[0]) == mps_key and allocatable(kube, names[0]) == 16
