@@ -100,7 +100,7 @@ def test_a_pdb_holding_up_a_drain_is_named_at_once_with_one_event_per_pod(
     print(f"named after {time.monotonic() - started:.1f} s: {cond['message']}")
     assert cond["status"] == "True" and cond["reason"] == "Draining", cond
     stalled = condition(_pool(kube, pool), "Stalled")
-    assert stalled is not None and stalled["status"] == "False", stalled
+    assert stalled is None or stalled["status"] == "False", stalled  # drain.timeout is 30m
     pod = kube.get(path_of("v1", "pods", "serving", ns))
     assert not pod["metadata"].get("deletionTimestamp")  # the PDB is respected
 
