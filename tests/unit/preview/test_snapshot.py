@@ -1,0 +1,154 @@
+"""``tessera plan snapshot`` keeps only what planning reads: no env, no last-applied copies,
+and a plan from the reduced objects equals the plan from the whole ones."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+from preview_builders import (
+    LAYOUT_A,
+    LAYOUT_B,
+    T0,
+    converged,
+    gpu_nodes,
+    holding,
+    namespace,
+    npg,
+    pdb,
+    pod,
+    resource_quota,
+    sharing_applied,
+    sharing_policy,
+    tenant_quota,
+    whole_gpu_nodes,
+    world,
+)
+
+from tessera.cli.main import main
+from tessera.domain import preview, preview_text, snapshot
+from tessera.domain.preview import Raw
+from tessera.domain.rollout.views import pending_taint
+
+SECRET = "s3cr3t-db-password"
+
+
+def _worn(obj: Raw) -> dict[str, Any]:
+    """``obj`` as the API server returns it after ``kubectl apply``: bookkeeping everywhere."""
+    meta = dict(obj["metadata"])
+    meta["annotations"] = {
+        **(meta.get("annotations") or {}),
+        snapshot.LAST_APPLIED: json.dumps({"note": SECRET}),
+    }
+    meta["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:secret": SECRET}}]
+    meta["uid"] = f"uid-{meta['name']}"
+    return {**obj, "metadata": meta}
+
+
+def _fat_pod(name: str, node: str, **labels: str) -> dict[str, Any]:
+    """A serving pod carrying what must never leave the cluster in a snapshot."""
+    raw = _worn(pod(name, node, **labels))
+    container = {
+        **raw["spec"]["containers"][0],
+        "image": "registry.example/serving:1",
+        "command": ["serve", f"--token={SECRET}"],
+        "env": [{"name": "DB_PASSWORD", "value": SECRET}],
+        "volumeMounts": [{"name": "creds", "mountPath": "/creds"}],
+    }
+    init = {"name": "fetch", "env": [{"name": "T", "value": SECRET}], "resources": {}}
+    volumes = [
+        {"name": "creds", "secret": {"secretName": "db"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]
+    spec = {**raw["spec"], "containers": [container], "initContainers": [init], "volumes": volumes}
+    status = {"phase": "Running", "podIP": "10.0.0.7", "containerStatuses": [{"image": SECRET}]}
+    return {**raw, "spec": spec, "status": status}
+
+
+def _cluster_items() -> list[Raw]:
+    old = npg("inf", LAYOUT_A, approval="Manual")
+    nodes, cm = converged(gpu_nodes("inf", 2), old)
+    policy = sharing_policy("nb", "nb", "TimeSlicing", timeSlicing={"replicas": 2})
+    fresh = gpu_nodes("inf", 3)[2]  # joined the pool later: held by its pending taint
+    fresh = holding(
+        fresh, "NodePoolGeometry/inf", None, taint=pending_taint("NodePoolGeometry/inf").value
+    )
+    draining = holding(nodes[1], "NodePoolGeometry/inf", "Draining", "old")  # mid-rollout
+    shared = sharing_applied([nodes[0], draining, fresh, cm, *whole_gpu_nodes("nb", 2)], policy)
+    return [
+        *(_worn(o) for o in shared),
+        _worn(old),
+        _worn(tenant_quota("t", "ml", gpus=1)),
+        _worn(namespace("ml", team="ml")),
+        _worn(resource_quota("ml", "t", used=1, nvidia_gpu=1)),
+        _fat_pod("server-a", "inf-0", app="serving"),
+        _fat_pod("server-b", "inf-1", app="serving"),
+        _fat_pod("notebook", "nb-0", app="nb"),
+        _fat_pod("notebook-2", "nb-1", app="nb"),
+        _worn(pdb("serving-pdb", 0, app="serving")),
+        _worn(pdb("notebook-pdb", 1, app="nb")),
+    ]
+
+
+def test_no_env_value_or_bookkeeping_copy_reaches_the_snapshot() -> None:
+    items = _cluster_items()
+    assert SECRET in yaml.safe_dump_all(items)  # the cluster does hold it
+    text = yaml.safe_dump_all([snapshot.minimal(o) for o in items])
+    assert SECRET not in text
+    for absent in ("managedFields", snapshot.LAST_APPLIED, "env", "image", "command", "podIP"):
+        assert absent not in text, absent
+    [server] = [snapshot.minimal(o) for o in items if o["metadata"]["name"] == "server-a"]
+    assert server == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "server-a",
+            "namespace": "ml",
+            "labels": {"app": "serving"},
+            "uid": "uid-server-a",
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": True}],
+        },
+        "spec": {
+            "nodeName": "inf-0",
+            "containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            "initContainers": [{"name": "fetch", "resources": {}}],
+            "volumes": [{"name": "creds"}, {"name": "scratch", "emptyDir": {}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def _plan(items: list[Raw], wanted: list[Raw], *, prune: bool = False) -> dict[str, Any]:
+    return preview_text.as_json(preview.preview(world(*items), wanted, T0, prune=prune))
+
+
+def test_a_plan_from_the_snapshot_equals_the_plan_from_the_cluster() -> None:
+    items = _cluster_items()
+    reduced = [snapshot.minimal(o) for o in items]
+    changes = [
+        npg("inf", LAYOUT_B, approval="Manual"),  # evicts both serving pods, held by the PDB
+        sharing_policy("nb", "nb", "MPS", mps={"replicas": 4}),  # drains the notebook
+        tenant_quota("t", "ml", gpus=3),
+    ]
+    for wanted, prune in ((changes, False), (changes[:1], True), ([], True)):
+        whole, small = _plan(items, wanted, prune=prune), _plan(reduced, wanted, prune=prune)
+        assert small == whole
+        assert whole["changed"]
+    whole = _plan(items, changes)
+    geo = next(o for o in whole["objects"] if o["name"] == "inf")
+    assert list(geo["blocking_pdbs"]) == ["ml/serving-pdb"] and geo["pods_to_evict"] == 2
+    sp = next(o for o in whole["objects"] if o["name"] == "nb")
+    assert [list(c["evicts"]) for c in sp["changes"]] == [["ml/notebook"], ["ml/notebook-2"]]
+    assert list(sp["blocking_pdbs"]) == []  # one disruption allowed at a time
+    pruned = _plan(items, [], prune=True)
+    released = next(o for o in pruned["objects"] if o["name"] == "inf")["deletion"]["released"]
+    assert [r["node"] for r in released] == ["inf-1", "inf-2"]
+
+
+def test_help_says_what_a_snapshot_keeps(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["plan", "snapshot", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "never container env" in text and "last-applied-configuration" in text
