@@ -13,19 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn, Protocol, cast
+from typing import Protocol, cast
 
 import tessera
-
-
-class Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors exit ``usage_status`` (argparse's own: 2)."""
-
-    usage_status = 2
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(self.usage_status, f"{self.prog}: error: {message}\n")
+from tessera.cli.parsing import Parser
 
 
 class _Registrar(Protocol):

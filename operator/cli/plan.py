@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from tessera.cli import configmaps
-from tessera.cli.main import Parser
+from tessera.cli.parsing import Parser
 from tessera.cli.plan_cluster import ClusterUnreadable, load_snapshot, locations, read_cluster
 
 NO_CHANGE, ERROR, CHANGES = 0, 1, 2

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
@@ -65,3 +67,10 @@ def test_usage_errors_exit_as_each_command_documents(
     assert _usage_status(argv) == code
     err = capsys.readouterr().err
     assert "usage: tessera" in err and "error:" in err
+
+
+@pytest.mark.parametrize(("argv", "code"), [(["plan", "--bogus"], 1), (["plan", "-o", "yaml"], 1), (["geometry", "--bogus"], 2)])  # fmt: skip
+def test_usage_errors_exit_the_same_as_a_module(argv: list[str], code: int) -> None:
+    """``python -m tessera.cli.main`` (as tests and scripts run it) loads main as __main__."""
+    run = [sys.executable, "-m", "tessera.cli.main", *argv]
+    assert subprocess.run(run, capture_output=True, timeout=60).returncode == code
