@@ -16,10 +16,18 @@ from tessera.domain import manifests
 
 
 def load_snapshot(path: Path) -> list[Any]:
-    docs = [d.body for d in manifests.load(path.read_text(), str(path)) if d.body]
-    if len(docs) == 1 and docs[0].get("kind") == "List":  # kubectl get -o yaml
-        return list(docs[0].get("items") or [])
-    return docs
+    """The objects of a snapshot file; ManifestError naming the place of one that is not."""
+    docs = [d for d in manifests.load(path.read_text(), str(path)) if d.body is not None]
+    if len(docs) == 1 and isinstance(docs[0].body, dict) and docs[0].body.get("kind") == "List":
+        listed = docs[0].body.get("items") or []  # kubectl get -o yaml
+        docs = [manifests.Document(f"{path} (List)", 0, item) for item in listed]
+    for doc in docs:
+        body = doc.body
+        if not isinstance(body, dict) or not (body.get("metadata") or {}).get("name"):
+            raise manifests.ManifestError(
+                f"{doc.where}: not a Kubernetes object with a name: {str(body)[:60]!r}"
+            )
+    return [d.body for d in docs]
 
 
 class ClusterUnreadable(Exception):

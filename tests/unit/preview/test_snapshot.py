@@ -4,6 +4,7 @@ and a plan from the reduced objects equals the plan from the whole ones."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +153,25 @@ def test_help_says_what_a_snapshot_keeps(capsys: pytest.CaptureFixture[str]) -> 
         main(["plan", "snapshot", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "never container env" in text and "last-applied-configuration" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "says"),
+    [
+        ("", 2, ""),  # an empty cluster: the tenant is created
+        ("kind: List\nitems:\n- {kind: Namespace, apiVersion: v1, metadata: {name: ml}}\n", 2, ""),
+        ("kind: Node\nmetadata: {name: a}\n---\njust text\n", 1, "cluster.yaml:4: not a Kubernetes object"),
+        ("kind: List\nitems:\n- {kind: Node}\n", 1, "cluster.yaml (List): not a Kubernetes object"),
+        ("kind: Node\nmetadata: {name: a\n", 1, "cluster.yaml:3:1: "),
+    ],
+)  # fmt: skip
+def test_a_snapshot_plan_cannot_read_is_an_error_naming_the_place(
+    tmp_path: Path, text: str, code: int, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "cluster.yaml").write_text(text)
+    manifest = tmp_path / "tq.yaml"
+    manifest.write_text(yaml.safe_dump(tenant_quota("t", "ml")))
+    argv = ["plan", "-f", str(manifest), "--snapshot", str(tmp_path / "cluster.yaml")]
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert f"{tmp_path}/{says}" in err if code == 1 else err == ""
