@@ -182,7 +182,7 @@ def test_this_repositorys_argo_cd_install_is_planned_not_green(
         ),
         (
             "apiVersion: tessera.io/v1alpha1\nkind: TenantQuota\nmetadata:\n  name: t\n spec: {}\n",
-            "pools.yaml:5:6: mapping values are not allowed here",
+            "pools.yaml:5:2: expected <block end>",
         ),
     ],
 )  # fmt: skip
@@ -327,10 +327,12 @@ def test_a_snapshot_keeps_no_pod_secret_and_plans_as_the_cluster_does(
         assert absent not in text, absent
     pods = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "Pod"]
     mine = next(p for p in pods if p["metadata"]["name"] == "serving-0")
+    gpu = {"nvidia.com/gpu": "1"}  # the API server defaults requests to the limits
+    token = next(v["name"] for v in mine["spec"]["volumes"] if v["name"] != "creds")
     assert mine["spec"] == {
         "nodeName": nodes[0],
-        "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-        "volumes": [{"name": "creds"}],
+        "containers": [{"name": "main", "resources": {"requests": gpu, "limits": gpu}}],
+        "volumes": [{"name": "creds"}, {"name": token}],  # names only, no source
     }
 
     change = _write(tmp_path / "snap.yaml", _pool("snap", LAYOUT_B))
