@@ -45,7 +45,7 @@ def tessera_plan(
 
 def planned(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     code, out, err = tessera_plan(*args, "-o", "json", env=env)
-    assert code in (0, 2), err
+    assert code in (0, 2) and out.startswith("{"), err
     return code, json.loads(out)
 
 
@@ -98,18 +98,22 @@ def test_a_kustomization_folder_is_rendered_as_argo_cd_renders_it(
     # patches the pool to layout B. The overlay folder holds no manifest of its own.
     base, overlay = tmp_path / "gitops" / "base", tmp_path / "gitops" / "overlay"
     _write(base / "pools.yaml", _pool("gitops-k", LAYOUT_A), kept)
-    _write(base / "kustomization.yaml", {"resources": ["pools.yaml"]})
+    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+    _write(base / "kustomization.yaml", {**kustomization, "resources": ["pools.yaml"]})
     patch = {"kind": "NodePoolGeometry", "name": "gitops-k"}
     _write(
         overlay / "kustomization.yaml",
         {
+            **kustomization,
             "resources": ["../base"],
             "patches": [{"target": patch, "patch": yaml.safe_dump(_pool("gitops-k", LAYOUT_B))}],
         },
     )
 
-    code, doc = planned("-f", str(overlay), kubeconfig, renderer)
-    assert code == 2
+    # kubectl from $TESSERA_KUBECTL (a CI image's setting), or --kubectl
+    via_env = {"TESSERA_KUBECTL": str(control_plane.kubectl)}
+    code, doc = planned("-f", str(overlay), kubeconfig, env=via_env)
+    assert code == 2, "a kustomization folder planned as 'No changes'"
     assert _objects(doc) == {
         "NodePoolGeometry/gitops-k": "create",
         "TenantQuota/gitops-k-kept": "unchanged",
@@ -119,10 +123,9 @@ def test_a_kustomization_folder_is_rendered_as_argo_cd_renders_it(
         ("gitops-k-0", "all: 7x1g.10gb"),  # the overlay's patch, not the base's layout A
         ("gitops-k-1", "all: 7x1g.10gb"),
     ]
-    # the kustomization file stands for its folder; $TESSERA_KUBECTL for --kubectl
+    assert planned("-f", str(overlay), kubeconfig, renderer) == (2, doc)
+    # the kustomization file stands for its folder
     assert planned("-f", str(overlay / "kustomization.yaml"), kubeconfig, renderer) == (2, doc)
-    via_env = {"TESSERA_KUBECTL": str(control_plane.kubectl)}
-    assert planned("-f", str(overlay), kubeconfig, env=via_env) == (2, doc)
 
     # --prune deletes what the rendered folder omits, and only that
     code, pruned = planned("-f", str(overlay), kubeconfig, renderer, "--prune")
@@ -152,8 +155,9 @@ def test_this_repositorys_argo_cd_install_is_planned_not_green(
     install = str(ROOT / "deploy" / "argocd" / "install")
     empty = tmp_path / "empty-cluster.yaml"
     empty.write_text("")
-    code, doc = planned("-f", install, f"--snapshot={empty}", f"--kubectl={control_plane.kubectl}")
-    assert code == 2
+    via_env = {"TESSERA_KUBECTL": str(control_plane.kubectl)}
+    code, doc = planned("-f", install, f"--snapshot={empty}", env=via_env)
+    assert code == 2, "Argo CD's own install folder planned as 'No changes'"
     samples = [
         f"{d['kind']}/{d['metadata']['name']}"
         for f in sorted((ROOT / "config" / "samples").glob("*.yaml"))
@@ -229,16 +233,16 @@ def test_prune_tracking_id_selects_what_the_argo_cd_application_tracks(
     manifests = _write(tmp_path / "gitops" / "tenants.yaml", tracked("trk-still"))
     base = ("-f", str(manifests), f"--kubeconfig={control_plane.kubeconfig}", "--prune")
 
-    code, doc = planned(*base, "--prune-tracking-id", "gpu-platform")
-    assert code == 2 and doc["deleted"] == ["TenantQuota/trk-ours"]
-    # the label Argo CD 2.x tracked by is not on these objects: -l selects nothing
-    code, doc = planned(*base, "-l", "app.kubernetes.io/instance=gpu-platform")
-    assert code == 0 and doc["deleted"] == []
-    # and --prune alone would delete them all
+    # --prune alone would delete them all
     code, doc = planned(*base)
     assert {f"TenantQuota/trk-{n}" for n in ("ours", "theirs", "mine", "copied")} <= set(
         doc["deleted"]
     )
+    # the label Argo CD 2.x tracked by is not on these objects: -l selects nothing
+    code, doc = planned(*base, "-l", "app.kubernetes.io/instance=gpu-platform")
+    assert code == 0 and doc["deleted"] == []
+    code, doc = planned(*base, "--prune-tracking-id", "gpu-platform")
+    assert code == 2 and doc["deleted"] == ["TenantQuota/trk-ours"]
     code, out, _ = tessera_plan("--help")
     assert "--prune-tracking-id APP" in out
     readme = (ROOT / "README.md").read_text()
