@@ -175,3 +175,30 @@ def test_a_snapshot_plan_cannot_read_is_an_error_naming_the_place(
     assert main(argv) == code
     err = capsys.readouterr().err
     assert f"{tmp_path}/{says}" in err if code == 1 else err == ""
+
+
+def test_every_view_the_domain_builds_is_the_same_from_the_snapshot() -> None:
+    """Field by field: what ``domain.cluster`` reads survives, for objects using every field
+    it reads (a mirror pod being deleted, init containers, an emptyDir; a cordoned, tainted,
+    Ready node holding rollout state; a PDB whose status lags its spec)."""
+    from tessera.domain import cluster
+
+    fat = _fat_pod("mirror", "inf-0", app="serving")
+    fat["metadata"] |= {
+        "deletionTimestamp": "2026-08-01T09:59:00Z",
+        "annotations": {**fat["metadata"]["annotations"], "kubernetes.io/config.mirror": "h"},
+    }
+    fat["status"]["phase"] = "Succeeded"
+    node = holding(gpu_nodes("inf", 1)[0], "NodePoolGeometry/inf", "Draining", "cfg")
+    node = {**node, "spec": {**node["spec"], "taints": [{"key": "x", "effect": "NoExecute"}]}}
+    node["status"] = {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]}
+    lagging = _worn(pdb("p", 3, app="serving"))
+    lagging["metadata"]["generation"] = 2
+    small = {id(o): snapshot.minimal(o) for o in (fat, node, lagging)}
+    assert cluster.pod_view(small[id(fat)]) == cluster.pod_view(fat)
+    assert cluster.pod_view(fat).is_mirror and cluster.pod_view(fat).uses_empty_dir
+    assert cluster.node_view(small[id(node)]) == cluster.node_view(node)
+    assert cluster.pool_view(small[id(node)], {}) == cluster.pool_view(node, {})
+    assert cluster.sharing_facts(small[id(node)]) == cluster.sharing_facts(node)
+    assert cluster.pdb_view(small[id(lagging)]) == cluster.pdb_view(lagging)
+    assert cluster.pdb_view(lagging).disruptions_allowed == 0  # stale status counts as none
