@@ -123,7 +123,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"tessera plan: -l {args.selector!r}: {err}", file=sys.stderr)
         return ERROR
     try:
-        app = tracking.check_app(args.prune_tracking_id) if args.prune_tracking_id else None
+        app = None if args.prune_tracking_id is None else tracking.check_app(args.prune_tracking_id)
     except ValueError as err:
         print(f"tessera plan: --prune-tracking-id: {err}", file=sys.stderr)
         return ERROR

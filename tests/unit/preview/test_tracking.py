@@ -70,6 +70,10 @@ def test_a_tracking_id_narrows_what_prune_deletes(app: str, expected: list[str])
     [
         (["--prune-tracking-id", "gpu"], "--prune-tracking-id narrows --prune; give --prune too"),
         (["--prune", "--prune-tracking-id", "gpu:x"], "is not an Argo CD application name"),
+        (
+            ["--prune", "--prune-tracking-id", ""],
+            "'' is not an Argo CD application name",
+        ),  # $APP unset
     ],
 )
 def test_the_cli_refuses_a_tracking_id_it_cannot_use(
