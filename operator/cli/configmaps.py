@@ -55,5 +55,5 @@ def add_flags(parser: argparse.ArgumentParser, title: str, *, sub: bool = False)
     maps.add_argument(
         "--hami-namespace",
         default=argparse.SUPPRESS if sub else c.HAMI_NAMESPACE,
-        help="namespace of HAMi's node-config ConfigMaps (default: %(default)s)",
+        help=f"namespace of HAMi's node-config ConfigMaps (default: {c.HAMI_NAMESPACE})",
     )

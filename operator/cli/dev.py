@@ -114,7 +114,7 @@ def explore_hint(kubeconfig: Path, kubectl: Path) -> str:
     tessera = Path(sys.executable).with_name("tessera")
     return "\n".join(
         [
-            f"  export KUBECONFIG={kubeconfig}",
+            f"  export KUBECONFIG={kubeconfig} TESSERA_KUBECTL={kubectl}  # plan renders kustomize",
             f"  alias kubectl={kubectl} tessera={tessera}  # or: source {tessera.parent}/activate",
             "  kubectl get tessera; kubectl get npg h100-inference -o yaml",
             f"  tessera plan -f {ROOT / 'config' / 'samples'}/   # preview a change before applying it",

@@ -3,7 +3,7 @@
     tessera geometry models [-o json]
     tessera geometry check --model MODEL [-o json] PROFILE... | -
     tessera geometry list  --model MODEL [--maximal] [-o json]
-    tessera geometry pack  --model MODEL [-o json] PROFILE=COUNT...
+    tessera geometry pack  --model MODEL [-o json] PROFILE=COUNT...  (at most 10000 in all)
 
 Exit codes: 0 valid / done, 1 invalid (a layout that does not fit, a profile
 the model lacks), 2 usage error (unknown model, malformed argument). With ``-``
@@ -53,7 +53,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _output(listing)
     listing.set_defaults(func=_with_model(_list))
 
-    pack = sub.add_parser("pack", help="fewest GPUs for a demand, with a layout for each")
+    pack = sub.add_parser(
+        "pack",
+        help="fewest GPUs for a demand, with a layout for each",
+        description="Fewest GPUs of MODEL that carry the demand, with a layout for each. A "
+        f"demand totals at most {packing.MAX_INSTANCES} instances (exit 1 past it); optimality "
+        f"is proven for packings of up to {packing.SEARCH_GPUS} GPUs, bigger ones print the "
+        "lower bound.",
+    )
     _model(pack)
     _output(pack)
     pack.add_argument("demand", nargs="+", metavar="PROFILE=COUNT")
@@ -155,6 +162,13 @@ def _pack(args: argparse.Namespace, model: catalog.GpuModel) -> int:
         if not sep or not count.isdigit():
             print(f"tessera geometry pack: {item!r} is not PROFILE=COUNT", file=sys.stderr)
             return 2
+        digits = len(count.lstrip("0"))
+        if digits > 18:  # past the limit anyway; int() of 5000 digits would raise
+            limit = f"a demand totals at most {packing.MAX_INSTANCES} instances"
+            print(
+                f"tessera geometry pack: {name}: a {digits}-digit count; {limit}", file=sys.stderr
+            )
+            return 1
         demand[name] = demand.get(name, 0) + int(count)
     try:
         result = packing.pack(model, demand)

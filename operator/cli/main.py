@@ -2,7 +2,10 @@
 
 Each sub-command module exposes ``register(subparsers)`` and sets ``func`` on
 its parser; ``main`` only dispatches. Exit codes are part of the contract:
-0 success, 1 a negative answer or failure, 2 a usage error.
+0 success, 1 a negative answer or failure, 2 a usage error — except where a
+command's contract gives 2 another meaning: ``tessera plan`` exits 2 for
+"changes", so its parsers set ``usage_status = 1``, and name themselves in
+``set_defaults(usage_parser=...)`` to report arguments no parser claims.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 import tessera
+from tessera.cli.parsing import Parser
 
 
 class _Registrar(Protocol):
@@ -25,14 +29,18 @@ def _registrars() -> list[_Registrar]:
     return [geometry.register, run.register, dev.register, agent.register, plan.register]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    parser = Parser(
         prog="tessera",
         description="Declare how GPUs and NPUs are partitioned and shared; Tessera makes the "
         "cluster match.",
     )
     parser.add_argument("--version", action="version", version=f"tessera {tessera.__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # sub-parsers are Parsers too (argparse builds them with the parent's class)
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND"),
+    )
     for register in _registrars():
         register(subparsers)
     return parser
@@ -40,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # what no parser claimed: the command chosen reports it, as it exits on usage
+        chosen: argparse.ArgumentParser = getattr(args, "usage_parser", parser)
+        chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
@@ -195,44 +195,6 @@ class Preview:
         )
 
 
-class ManifestError(ValueError):
-    """A manifest the API server would reject (or that is not a Tessera object)."""
-
-
-def parse_manifests(docs: Iterable[Any]) -> tuple[list[Raw], list[str]]:
-    """Tessera objects whose spec parses; other kinds are skipped with a note.
-
-    Raises ManifestError naming the object and the first invalid field.
-    """
-    specs: dict[str, type[BaseModel]] = {k.kind: k.spec for k in KINDS}
-    out: list[Raw] = []
-    notes: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for doc in docs:
-        if not doc:
-            continue
-        if not isinstance(doc, Mapping) or "kind" not in doc:
-            raise ManifestError(f"not a Kubernetes object: {str(doc)[:60]!r}")
-        kind = str(doc["kind"])
-        name = str((doc.get("metadata") or {}).get("name", ""))
-        if kind not in specs or not str(doc.get("apiVersion", "")).startswith(c.GROUP + "/"):
-            notes.append(f"skipped {kind} {name or '(unnamed)'}: not a Tessera object")
-            continue
-        if not name:
-            raise ManifestError(f"{kind} without metadata.name")
-        if (kind, name) in seen:
-            raise ManifestError(f"{kind}/{name} appears twice")
-        seen.add((kind, name))
-        try:
-            specs[kind].model_validate(doc.get("spec") or {})
-        except ValidationError as err:
-            first = err.errors()[0]
-            where = "spec." + ".".join(str(p) for p in first["loc"])
-            raise ManifestError(f"{kind}/{name}: {where}: {first['msg']}") from err
-        out.append(doc)
-    return out, notes
-
-
 def object_action(kind: str, live: Raw | None, new: Raw) -> ObjectAction:
     """Compared as parsed specs, so defaults the API server filled in are no difference."""
     if live is None:
@@ -254,17 +216,19 @@ def preview(
     where: Locations | None = None,
     prune: bool = False,
     prune_selector: LabelSelector | None = None,
+    prune_tracking_id: str | None = None,
 ) -> Preview:
-    """What applying ``manifests`` (already parsed by ``parse_manifests``) would do.
+    """What applying ``manifests`` (already parsed by ``manifests.parse``) would do.
 
     With ``prune``, every Tessera object no manifest names is deleted too (only those
-    ``prune_selector`` selects, when given).
+    ``prune_selector`` selects and Argo CD application ``prune_tracking_id`` tracks,
+    when given).
     """
     from . import preview_geometry, preview_prune, preview_quota, preview_sharing
 
     loc = where or Locations()
     wanted = list(manifests)
-    gone = preview_prune.pruned(cluster, wanted, prune_selector) if prune else ()
+    gone = preview_prune.pruned(cluster, wanted, prune_selector, prune_tracking_id) if prune else ()
     after = preview_prune.without(cluster.with_objects(wanted), gone)
     geometry = preview_geometry.previews(cluster, after, wanted, now, loc)
     sharing = preview_sharing.previews(cluster, after, wanted, now, loc)

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-from tessera.domain import rollout, selectors
+from tessera.domain import rollout, selectors, tracking
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota.quantities import QuantityError, counts
 
@@ -109,12 +109,16 @@ def release_of(
 
 
 def pruned(
-    cluster: Cluster, manifests: Iterable[Raw], selector: LabelSelector | None = None
+    cluster: Cluster,
+    manifests: Iterable[Raw],
+    selector: LabelSelector | None = None,
+    tracking_id: str | None = None,
 ) -> tuple[Raw, ...]:
     """The live Tessera objects of the three kinds that no manifest names, kind then name.
 
     ``selector`` narrows them to the objects carrying its labels, as ``kubectl apply
-    --prune -l`` does (an Argo CD application's tracking label, for instance).
+    --prune -l`` does (an Argo CD application's tracking label, for instance);
+    ``tracking_id`` to those the Argo CD application of that name tracks by annotation.
     """
     named = {(m["kind"], m["metadata"]["name"]) for m in manifests}
     return tuple(
@@ -123,6 +127,7 @@ def pruned(
         for name, obj in sorted(cluster.of_kind(kind).items())
         if (kind, name) not in named
         and (selector is None or selectors.matches(selector, obj["metadata"].get("labels") or {}))
+        and (tracking_id is None or tracking.tracked_by(obj, tracking_id))
     )
 
 

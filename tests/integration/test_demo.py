@@ -86,10 +86,13 @@ def test_the_explore_hint_runs_as_printed_in_a_shell_without_the_venv(
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
     hint = dev.explore_hint(control_plane.kubeconfig, control_plane.kubectl)
     script = "set -e\n" + "\n".join(line.strip() for line in hint.splitlines())
-    # A fresh shell elsewhere: no venv on PATH, no KUBECONFIG, not in the repository.
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path))}
+    # A fresh shell elsewhere: no venv on PATH, no KUBECONFIG, not in the repository, and no
+    # kubectl on PATH (tessera plan renders config/samples, a kustomization, with one).
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {"PATH": str(empty), "HOME": os.environ.get("HOME", str(tmp_path))}
     out = subprocess.run(
-        ["bash", "-O", "expand_aliases", "-c", script],
+        ["/bin/bash", "-O", "expand_aliases", "-c", script],
         cwd=tmp_path,
         env=env,
         capture_output=True,

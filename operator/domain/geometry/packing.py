@@ -9,6 +9,12 @@ tries, for the GPU holding the biggest remaining instance, layouts that cannot
 take one more of the remaining instances; any optimal packing can be rearranged
 into that form, so this prunes without losing optimality. A node budget keeps
 huge demands bounded; the answer then says it is not proven optimal.
+
+Limits, so every answer comes back in seconds: a demand totals at most
+``MAX_INSTANCES`` instances (a bigger one is a ``DemandError``, not an answer
+that never comes), and the exact search only runs while a packing needs at
+most ``SEARCH_GPUS`` GPUs (one stack frame per GPU); beyond that the greedy
+packing is the answer, marked not proven against the lower bound.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from tessera.domain.geometry import enumeration, explaining, placement
 from tessera.domain.geometry.catalog import GpuModel
 
 Vector = tuple[int, ...]
+MAX_INSTANCES = 10_000  # MIG instances in one demand: ~1,430 GPUs of seven instances each
+SEARCH_GPUS = 400  # the exact search's depth; Python's recursion limit is 1,000 frames
 
 
 class DemandError(ValueError):
@@ -60,6 +68,12 @@ def pack(model: GpuModel, demand: Mapping[str, int], *, budget: int = 20_000) ->
                 f"{model.id} has no MIG profile {name}; its profiles are "
                 + ", ".join(model.profile_names)
             )
+    total = sum(demand.values())
+    if total > MAX_INSTANCES:
+        raise DemandError(
+            f"the demand totals {total} instances; tessera geometry pack answers demands of "
+            f"at most {MAX_INSTANCES} (split a bigger one into parts; their GPUs add up)"
+        )
     names = tuple(n for n in model.profile_names if demand.get(n, 0) > 0)
     want: Vector = tuple(demand[n] for n in names)
     if not names:
@@ -69,7 +83,8 @@ def pack(model: GpuModel, demand: Mapping[str, int], *, budget: int = 20_000) ->
     greedy = _greedy(menu, want)
     best, optimal = greedy, len(greedy) == bound
     search = _Search(model, names, menu, budget)
-    for k in range(bound, len(greedy)):
+    tried = min(len(greedy), SEARCH_GPUS + 1)  # every k below it, when it is len(greedy)
+    for k in range(bound, tried):
         found = search.within(want, k)
         if found is not None:
             best, optimal = found, True
@@ -77,7 +92,7 @@ def pack(model: GpuModel, demand: Mapping[str, int], *, budget: int = 20_000) ->
         if search.exhausted:
             break
     else:
-        optimal = optimal or not search.exhausted
+        optimal = optimal or (not search.exhausted and tried == len(greedy))
     gpus = tuple(placement.place(model, dict(zip(names, v, strict=True))) for v in best)
     return Packing(model.id, gpus, optimal, bound)
 

@@ -1,6 +1,7 @@
 import io
 import json
 import sys
+import time
 
 import pytest
 
@@ -141,3 +142,27 @@ def test_models_json_lists_profiles_and_labels(capsys: pytest.CaptureFixture[str
     assert "NVIDIA-H100-80GB-HBM3" in doc["H100-80GB"]["product_labels"]
     rtx = {p["name"]: p for p in doc["RTXPRO6000-96GB"]["profiles"]}
     assert rtx["2g.48gb"]["starts"] == [0, 6] and rtx["2g.48gb"]["size"] == 6
+
+
+@pytest.mark.parametrize(
+    ("demand", "says"),
+    [
+        (["1g.10gb=10000000"], "the demand totals 10000000 instances; tessera geometry pack answers demands of at most 10000"),
+        (["1g.10gb=6000", "3g.40gb=4001"], "the demand totals 10001 instances"),
+        (["1g.10gb=" + "9" * 5000], "1g.10gb: a 5000-digit count; a demand totals at most 10000"),
+    ],
+)  # fmt: skip
+def test_a_huge_demand_is_refused_promptly_with_exit_1(
+    demand: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = time.monotonic()
+    code, out, err = run(["geometry", "pack", "--model", "H100-80GB", *demand], capsys)
+    assert (code, out) == (1, "")
+    assert says in err
+    assert time.monotonic() - started < 30  # generous on a loaded machine; it hung before
+
+
+def test_the_limit_is_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["geometry", "pack", "--help"])
+    assert "at most 10000 instances" in " ".join(capsys.readouterr().out.split())

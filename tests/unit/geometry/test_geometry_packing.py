@@ -102,3 +102,42 @@ def test_a_tiny_budget_reports_an_unproven_answer() -> None:
     result = packing.pack(model, demand, budget=0)
     _check_packing(model, demand, result)
     assert result.optimal == (len(result.gpus) == result.lower_bound)
+
+
+# -- limits: every demand gets an answer or a clear refusal, promptly -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("demand", "refused"),
+    [
+        ({"1g.10gb": packing.MAX_INSTANCES}, False),
+        ({"1g.10gb": packing.MAX_INSTANCES + 1}, True),
+        ({"1g.10gb": 9_000, "3g.40gb": 1_000}, False),
+        ({"1g.10gb": 9_000, "3g.40gb": 1_001}, True),
+        ({"7g.80gb": packing.MAX_INSTANCES}, False),
+        ({"1g.10gb": 10_000_000}, True),
+        ({"1g.10gb": 0, "2g.20gb": packing.MAX_INSTANCES}, False),
+    ],
+)
+def test_demands_past_the_limit_are_refused_and_up_to_it_answered(
+    demand: dict[str, int], refused: bool
+) -> None:
+    model = catalog.resolve("H100-80GB")
+    if refused:
+        with pytest.raises(packing.DemandError, match=f"at most {packing.MAX_INSTANCES}"):
+            packing.pack(model, demand)
+        return
+    result = packing.pack(model, demand)
+    _check_packing(model, demand, result)
+    assert len(result.gpus) >= result.lower_bound
+
+
+def test_a_packing_deeper_than_the_search_is_answered_unproven() -> None:
+    """Greedy leaves a gap to the lower bound past SEARCH_GPUS GPUs: no exact search (it would
+    recurse once per GPU, past Python's limit), and no claim of optimality."""
+    model = catalog.resolve("H100-80GB")
+    demand = {"1g.10gb": 4_000, "2g.20gb": 2_000, "3g.40gb": 1_200}
+    result = packing.pack(model, demand)
+    _check_packing(model, demand, result)
+    assert result.lower_bound > packing.SEARCH_GPUS
+    assert len(result.gpus) > result.lower_bound and not result.optimal

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from preview_builders import (
     LAYOUT_A,
     LAYOUT_B,
@@ -112,27 +111,6 @@ def test_impossible_layout_is_a_problem_not_an_error() -> None:
     obj = _one(preview.preview(world(*gpu_nodes("inf", 1)), [pool], T0))
     assert obj.problems and "impossible" in obj.problems[0]
     assert obj.changes[0].after == "impossible"
-
-
-@pytest.mark.parametrize(
-    ("doc", "message"),
-    [
-        (npg("x", LAYOUT_A, onFailure="Explode"), "NodePoolGeometry/x: spec.rollout.onFailure"),
-        ({"kind": "NodePoolGeometry", "apiVersion": "tessera.io/v1alpha1", "metadata": {}}, "name"),
-        ("just text", "not a Kubernetes object"),
-    ],
-)
-def test_invalid_manifests_are_errors(doc: object, message: str) -> None:
-    with pytest.raises(preview.ManifestError, match=message):
-        preview.parse_manifests([doc])
-
-
-def test_other_kinds_are_skipped_with_a_note() -> None:
-    kept, notes = preview.parse_manifests(
-        [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, npg("a", LAYOUT_A)]
-    )
-    assert [m["metadata"]["name"] for m in kept] == ["a"]
-    assert notes == ["skipped ConfigMap x: not a Tessera object"]
 
 
 def test_ranges_compress_device_lists() -> None:

@@ -1,0 +1,111 @@
+"""Where ``tessera plan`` reads the cluster from: the live API server, or a snapshot file.
+
+``read_cluster`` lists, read-only, every object a preview reads;
+``tessera plan snapshot`` stores them, each reduced by ``domain.snapshot`` to
+the fields planning reads; ``load_snapshot`` reads such a file back (or a
+``kubectl get -o yaml`` List).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tessera.domain import manifests
+
+
+def load_snapshot(path: Path) -> list[Any]:
+    """The objects of a snapshot file; ManifestError naming the place of one that is not."""
+    docs = [d for d in manifests.load(path.read_text(), str(path)) if d.body is not None]
+    if len(docs) == 1 and isinstance(docs[0].body, dict) and docs[0].body.get("kind") == "List":
+        listed = docs[0].body.get("items") or []  # kubectl get -o yaml
+        docs = [manifests.Document(f"{path} (List)", 0, item) for item in listed]
+    for doc in docs:
+        body = doc.body
+        if not isinstance(body, dict) or not (body.get("metadata") or {}).get("name"):
+            raise manifests.ManifestError(
+                f"{doc.where}: not a Kubernetes object with a name: {str(body)[:60]!r}"
+            )
+    return [d.body for d in docs]
+
+
+class ClusterUnreadable(Exception):
+    """No kubeconfig, or the API server refused a read."""
+
+
+def locations(args: argparse.Namespace) -> Any:
+    """Where the maps are, from the ConfigMap flags (the same as ``tessera run``'s)."""
+    from tessera.domain.preview import Locations
+
+    return Locations(
+        args.mig_parted_configmap,
+        args.vnpu_configmap,
+        args.device_plugin_configmap,
+        args.hami_namespace,
+    )
+
+
+def read_cluster(kubeconfig: str | None, loc: Any) -> Any:
+    """Every object a preview reads, from the live API server (read-only)."""
+    from tessera.adapters.kube import ApiError, Kube, path_of
+    from tessera.api import constants as c
+    from tessera.api.v1alpha1 import KINDS
+    from tessera.domain.preview import Cluster
+    from tessera.domain.quota import objects as quota_objects
+
+    try:
+        kube = Kube.from_kubeconfig(kubeconfig)
+    except Exception as err:  # the client raises several types for a bad kubeconfig
+        raise ClusterUnreadable(f"cannot load kubeconfig: {err}") from err
+    try:
+        lists = {
+            "Node": ("v1", kube.list("/api/v1/nodes")),
+            "Pod": ("v1", kube.list("/api/v1/pods")),
+            "PodDisruptionBudget": (
+                "policy/v1",
+                kube.list("/apis/policy/v1/poddisruptionbudgets"),
+            ),
+            "Namespace": ("v1", kube.list("/api/v1/namespaces")),
+            "ResourceQuota": (
+                "v1",
+                kube.list("/api/v1/resourcequotas", label_selector=quota_objects.selector()),
+            ),
+        }
+        wanted = {
+            loc.mig,
+            loc.vnpu,
+            loc.device_plugin,
+            (loc.hami_namespace, c.HAMI_NVIDIA_CONFIGMAP_NAME),
+            (loc.hami_namespace, c.HAMI_ASCEND_CONFIGMAP_NAME),
+        }
+        maps = [
+            cm
+            for ns, name in sorted(wanted)
+            if (cm := kube.get_or_none(path_of("v1", "configmaps", name, ns))) is not None
+        ]
+        tessera = [
+            (k.kind, item)
+            for k in KINDS
+            for item in kube.list(f"/apis/{c.GROUP}/{c.VERSION}/{k.plural}")
+        ]
+    except ApiError as err:
+        raise ClusterUnreadable(f"reading the cluster failed: {err}") from err
+    finally:
+        kube.close()
+    typed = {kind: [_typed(api, kind, o) for o in items] for kind, (api, items) in lists.items()}
+    return Cluster(
+        nodes=tuple(typed["Node"]),
+        pods=tuple(typed["Pod"]),
+        pdbs=tuple(typed["PodDisruptionBudget"]),
+        namespaces=tuple(typed["Namespace"]),
+        configmaps=tuple(_typed("v1", "ConfigMap", cm) for cm in maps),
+        quotas=tuple(typed["ResourceQuota"]),
+        objects=tuple(_typed(c.API_VERSION, kind, o) for kind, o in tessera),
+    )
+
+
+def _typed(api_version: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """List items carry no kind; a snapshot needs it. Managed fields are noise in a file."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    return {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}

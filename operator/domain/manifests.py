@@ -1,0 +1,148 @@
+"""The manifests ``tessera plan`` reads: YAML text → Tessera objects, or an error naming the place.
+
+A preview is only as good as its input, so nothing a reviewer's pipeline feeds
+it is dropped silently (a false "No changes" is worse than an error):
+
+* YAML that does not parse, or a mapping with a key twice (``kubectl apply``
+  refuses both), is an error naming the file, line and column;
+* a ``tessera.io`` document of a kind or version Tessera does not serve (a
+  typo: ``NodePoolGeometrie``, ``tessera.io/v1``) is an error naming the file
+  and the kind; the API server would refuse it, so Argo CD's sync would fail;
+* a Kustomization document is an error: kustomize renders it (``tessera plan
+  -f DIR`` does, as Argo CD does), it is never applied as an object;
+* other kinds (Deployments, CRDs ...) are skipped with a note.
+
+Pure: text in, values out; reading files and running kustomize is the CLI's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tessera.api import constants as c
+from tessera.api.v1alpha1 import KINDS
+
+Raw = Mapping[str, Any]
+
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+"""The file names that make a directory a kustomization (kustomize's, and Argo CD's test)."""
+KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
+
+
+class ManifestError(ValueError):
+    """A manifest the API server would reject, or one ``tessera plan`` cannot read."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML document and where it came from."""
+
+    source: str  # a file, "-" for stdin, or "DIR (rendered by kustomize)"
+    line: int  # where the document starts, 1-based; 0 when the text was generated
+    body: Any
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}" if self.line else self.source
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys; kubectl (and so Argo CD) refuses them."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"key {key!r} appears twice",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load(text: str, source: str, *, generated: bool = False) -> list[Document]:
+    """Every document of ``text``; ``generated``: the text has no lines a person could open."""
+    loader = _Loader(text)
+    out: list[Document] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            line = 0 if generated or node is None else node.start_mark.line + 1
+            body = loader.construct_document(node) if node is not None else None
+            out.append(Document(source, line, body))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise ManifestError(f"{where}: {err.problem or err.context}") from err
+    except yaml.YAMLError as err:
+        raise ManifestError(f"{source}: {err}") from err
+    finally:
+        loader.dispose()
+    return out
+
+
+def group_of(api_version: str) -> str:
+    """``tessera.io/v1alpha1`` → ``tessera.io``; the core group (``v1``) is ``""``."""
+    group, slash, _ = api_version.rpartition("/")
+    return group if slash else ""
+
+
+def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
+    """Tessera objects whose spec parses, and a note per other object skipped.
+
+    Raises ManifestError naming the place, and the object and its first invalid field.
+    """
+    specs: dict[str, type[BaseModel]] = {k.kind: k.spec for k in KINDS}
+    out: list[Raw] = []
+    notes: list[str] = []
+    seen: dict[tuple[str, str], str] = {}
+    for doc in documents:
+        body = doc.body
+        if body is None:
+            continue
+        if not isinstance(body, Mapping) or "kind" not in body:
+            raise ManifestError(f"{doc.where}: not a Kubernetes object: {str(body)[:60]!r}")
+        kind, api = str(body["kind"]), str(body.get("apiVersion", ""))
+        name = str((body.get("metadata") or {}).get("name", ""))
+        group = group_of(api) or api  # "tessera.io" alone is a group without a version
+        if group == KUSTOMIZE_GROUP:
+            raise ManifestError(
+                f"{doc.where}: a {kind} is not an object to apply: kustomize renders it; "
+                "give its directory with -f and tessera plan renders it as Argo CD does"
+            )
+        if group != c.GROUP:
+            notes.append(f"skipped {kind} {name or '(unnamed)'}: not a Tessera object")
+            continue
+        if kind not in specs:
+            raise ManifestError(
+                f"{doc.where}: {c.GROUP} has no kind {kind!r} (its kinds: {', '.join(specs)})"
+            )
+        if api != c.API_VERSION:
+            raise ManifestError(
+                f"{doc.where}: {kind} {name or '(unnamed)'}: apiVersion {api!r} is not served; "
+                f"Tessera serves {c.API_VERSION}"
+            )
+        if not name:
+            raise ManifestError(f"{doc.where}: {kind} without metadata.name")
+        if (kind, name) in seen:
+            raise ManifestError(
+                f"{doc.where}: {kind}/{name} appears twice (also {seen[kind, name]})"
+            )
+        seen[kind, name] = doc.where
+        try:
+            specs[kind].model_validate(body.get("spec") or {})
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = "spec." + ".".join(str(p) for p in first["loc"])
+            raise ManifestError(f"{doc.where}: {kind}/{name}: {field}: {first['msg']}") from err
+        out.append(body)
+    return out, notes

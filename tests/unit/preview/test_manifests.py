@@ -1,0 +1,144 @@
+"""What ``tessera plan`` reads from ``-f``: every input it cannot answer for is an error naming
+the place (file, line, kind), never a skipped document and a false "No changes"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from preview_builders import LAYOUT_A, npg
+
+from tessera.cli import manifests as reading
+from tessera.domain.manifests import Document, ManifestError, load, parse
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _doc(body: Any, source: str = "gitops/pools.yaml", line: int = 7) -> Document:
+    return Document(source, line, body)
+
+
+def _typo(kind: str = "NodePoolGeometry", api: str = "tessera.io/v1alpha1") -> dict[str, Any]:
+    return {**npg("x", LAYOUT_A), "kind": kind, "apiVersion": api}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_typo(kind="NodePoolGeometrie"), "gitops/pools.yaml:7: tessera.io has no kind 'NodePoolGeometrie'"),
+        (_typo(api="tessera.io/v1"), "gitops/pools.yaml:7: NodePoolGeometry x: apiVersion 'tessera.io/v1' is not served"),
+        (_typo(api="tessera.io"), "apiVersion 'tessera.io' is not served"),
+        (npg("x", LAYOUT_A, onFailure="Explode"), "gitops/pools.yaml:7: NodePoolGeometry/x: spec.rollout.onFailure"),
+        ({"kind": "NodePoolGeometry", "apiVersion": "tessera.io/v1alpha1", "metadata": {}}, "without metadata.name"),
+        ("just text", "gitops/pools.yaml:7: not a Kubernetes object"),
+        ({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}, "kustomize renders it"),
+        ({"apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component"}, "kustomize renders it"),
+    ],
+)  # fmt: skip
+def test_documents_tessera_cannot_answer_for_are_errors_naming_the_place(
+    body: Any, message: str
+) -> None:
+    with pytest.raises(ManifestError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse([_doc(body)])
+
+
+def test_other_kinds_are_skipped_with_a_note() -> None:
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    kept, notes = parse([_doc(config_map), _doc(None), _doc(npg("a", LAYOUT_A))])
+    assert [m["metadata"]["name"] for m in kept] == ["a"]
+    assert notes == ["skipped ConfigMap x: not a Tessera object"]
+
+
+def test_an_object_twice_names_both_places() -> None:
+    with pytest.raises(
+        ManifestError, match=r"b.yaml:3: NodePoolGeometry/a appears twice \(also a.yaml:1\)"
+    ):
+        parse([_doc(npg("a", LAYOUT_A), "a.yaml", 1), _doc(npg("a", LAYOUT_A), "b.yaml", 3)])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: b\n c: d: e\n", "pools.yaml:2:3: mapping values are not allowed here"),
+        ("kind: A\n---\nkind: B\n  x: [\n", "pools.yaml:4:4: "),
+        ("metadata: {name: a}\nspec: {}\nspec: {x: 1}\n", "pools.yaml:3:1: key 'spec' appears twice"),
+        ("a: \"unterminated\n", "pools.yaml:2:1: "),
+        ("\t- tab\n", "pools.yaml:1:1: "),
+    ],
+)  # fmt: skip
+def test_malformed_yaml_names_file_line_and_column(text: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message):
+        load(text, "pools.yaml")
+
+
+def test_documents_know_the_line_they_start_on() -> None:
+    text = "# pools\nkind: A\n---\n\n---\nkind: B\n"
+    docs = load(text, "f.yaml")
+    assert [(d.line, d.body) for d in docs if d.body] == [(2, {"kind": "A"}), (6, {"kind": "B"})]
+    assert len(docs) == 3  # the empty one between them is kept (and skipped by parse)
+    assert {d.line for d in load(text, "rendered", generated=True)} == {0}
+
+
+# -- -f: files, directories, kustomizations ------------------------------------------------------
+
+
+def _write(path: Path, *docs: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_a_directory_is_its_yaml_yml_and_json_files(tmp_path: Path) -> None:
+    _write(tmp_path / "a.yaml", npg("a", LAYOUT_A))
+    _write(tmp_path / "b.yml", npg("b", LAYOUT_A))
+    (tmp_path / "c.json").write_text('{"apiVersion": "v1", "kind": "ConfigMap"}')
+    _write(tmp_path / "sub" / "d.yaml", npg("d", LAYOUT_A))  # not recursed, like Argo CD
+    (tmp_path / "README.md").write_text("# not a manifest")
+    docs = reading.documents([str(tmp_path)], None)
+    assert [(Path(d.source).name, d.body["kind"]) for d in docs] == [
+        ("a.yaml", "NodePoolGeometry"),
+        ("b.yml", "NodePoolGeometry"),
+        ("c.json", "ConfigMap"),
+    ]
+
+
+@pytest.mark.parametrize("marker", ["kustomization.yaml", "kustomization.yml", "Kustomization"])
+@pytest.mark.parametrize("given", ["directory", "file"])
+def test_a_kustomization_without_kubectl_is_refused(
+    tmp_path: Path, marker: str, given: str
+) -> None:
+    _write(tmp_path / "pools.yaml", npg("a", LAYOUT_A))
+    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+    _write(tmp_path / marker, {**kustomization, "resources": ["pools.yaml"]})
+    target = tmp_path if given == "directory" else tmp_path / marker
+    with pytest.raises(ManifestError, match=f"is a kustomization \\({marker}\\).*no kubectl"):
+        reading.documents([str(target)], None)
+
+
+def test_this_repositorys_argo_cd_folder_is_a_kustomization() -> None:
+    with pytest.raises(ManifestError, match="deploy/argocd/install is a kustomization"):
+        reading.documents([str(ROOT / "deploy" / "argocd" / "install")], None)
+
+
+def test_a_renderer_that_fails_is_an_error(tmp_path: Path) -> None:
+    _write(tmp_path / "kustomization.yaml", {"resources": ["missing.yaml"]})
+    with pytest.raises(ManifestError, match=r"kustomize .* failed"):
+        reading.documents([str(tmp_path)], str(tmp_path / "no-such-kubectl"))
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ({"Chart.yaml": "name: x\n", "values.yaml": "a: 1\n"}, "is a Helm chart"),
+        ({"README.md": "nothing to apply"}, "no \\*.yaml, \\*.yml or \\*.json file"),
+    ],
+)
+def test_folders_plan_cannot_read_are_refused(
+    tmp_path: Path, layout: dict[str, str], message: str
+) -> None:
+    for name, text in layout.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ManifestError, match=message):
+        reading.documents([str(tmp_path)], None)
