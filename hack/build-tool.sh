@@ -3,25 +3,45 @@
 #
 #   hack/build-tool.sh kstatus   the kstatus checker (hack/kstatus, sigs.k8s.io/cli-utils)
 #   hack/build-tool.sh helm      the Helm CLI (hack/helm, helm.sh/helm/v3)
+#   hack/build-tool.sh kwok      the KWOK controller (hack/kwok, sigs.k8s.io/kwok), and next to
+#                                it kwok-stages.yaml: the stages kwokctl gives it by default
 #
 # Prints the path of the binary. Binaries are cached outside the repository, keyed by the
 # tool's go.sum and main sources and the Go version, so a second run costs nothing. Builds
 # running at once share one build (hack/cache.sh).
 set -euo pipefail
 
-tool="${1:?usage: hack/build-tool.sh kstatus|helm}"
+tool="${1:?usage: hack/build-tool.sh kstatus|helm|kwok}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$here/$tool"
+stages=()  # files of the tool's module copied next to the binary (kustomize/stage/<name>.yaml)
 case "$tool" in
   kstatus) pkg=. ;;
   helm) pkg=helm.sh/helm/v3/cmd/helm ;;
+  kwok)
+    pkg=sigs.k8s.io/kwok/cmd/kwok
+    # The controller has no stages of its own: kwokctl writes these into its config by default.
+    stages=(node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease
+      pod/fast/pod-ready pod/fast/pod-complete)
+    ;;
   *) echo "build-tool.sh: unknown tool $tool" >&2; exit 2 ;;
 esac
 
-key="$(cat "$src"/go.mod "$src"/go.sum "$src"/*.go | sha256sum | cut -c1-12)"
+key="$({
+  cat "$src"/go.mod "$src"/go.sum "$src"/*.go
+  [[ ${#stages[@]} -eq 0 ]] || printf '%s\n' "${stages[@]}"
+} | sha256sum | cut -c1-12)"
 out="${XDG_CACHE_HOME:-$HOME/.cache}/tessera/tools/$tool-$key-$(go env GOVERSION)"
 
-complete() { [[ -x "$1/$tool" ]]; }
+complete() { [[ -x "$1/$tool" ]] && { [[ ${#stages[@]} -eq 0 ]] || [[ -s "$1/$tool-stages.yaml" ]]; }; }
+copy_stages() {
+  local dir s
+  [[ ${#stages[@]} -eq 0 ]] && return 0
+  dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)" || return 1
+  for s in "${stages[@]}"; do
+    { cat "$dir/kustomize/stage/$s.yaml" && echo "---"; } || return 1
+  done >"$1/$tool-stages.yaml"
+}
 build() {
   local start=$SECONDS
   echo "build-tool.sh: building $tool into $out" >&2
@@ -29,7 +49,8 @@ build() {
   (
     cd "$src" &&
       export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -mod=readonly" &&
-      go build -ldflags "-s -w" -o "$1/$tool" "$pkg"
+      go build -ldflags "-s -w" -o "$1/$tool" "$pkg" &&
+      copy_stages "$1"
   ) || return 1
   echo "build-tool.sh: built $tool in $((SECONDS - start))s" >&2
 }

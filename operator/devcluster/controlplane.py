@@ -5,9 +5,9 @@ CEL validation, the Eviction API, PodDisruptionBudgets, ResourceQuota
 enforcement — so we run etcd, kube-apiserver (RBAC on, a static admin token,
 service-account keys) and kube-controller-manager (quota, GC, namespace,
 service-account and disruption controllers), built from Go modules by
-``hack/controlplane/build.sh``. Everything lives in one temporary directory
-and one process group per binary, so ``stop()`` leaves nothing behind even
-when a test fails half-way.
+``hack/controlplane/build.sh`` — with ``scheduling`` (opt-in) all default controllers,
+kube-scheduler and KWOK (:mod:`.scheduling`). Everything lives in one temporary directory
+and one process group per binary, so ``stop()`` leaves nothing behind even when a test fails.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from .scheduling import ALL_CONTROLLERS, Scheduling, kwok_args, kwok_config, scheduler_args
+
 ADMIN_TOKEN = "tessera-admin-token"
 CONTROLLERS = (
     "resourcequota-controller",
@@ -35,7 +37,7 @@ CONTROLLERS = (
     "serviceaccount-token-controller",
     "disruption-controller",
 )
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
 class ControlPlaneError(RuntimeError):
@@ -70,6 +72,7 @@ class ControlPlane:
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     keep_workdir: bool = False
+    scheduling: Scheduling | None = None  # also kube-scheduler, KWOK, all default controllers
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -100,6 +103,8 @@ class ControlPlane:
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
             self._start_controller_manager()
+            if self.scheduling:
+                self._start_scheduling(self.scheduling, timeout)
         except BaseException:
             self.stop()
             raise
@@ -120,6 +125,16 @@ class ControlPlane:
         """Kill and restart kube-apiserver on the same port (fault-injection tests)."""
         _terminate(self.processes.pop("kube-apiserver"))
         self._start_apiserver(timeout)
+
+    def check_alive(self, *names: str) -> None:
+        """Raise ControlPlaneError naming the first of ``names`` (default: all) that exited."""
+        for name in names or tuple(self.processes):
+            proc = self.processes[name]
+            if proc.poll() is not None:
+                raise ControlPlaneError(
+                    f"{name} exited with {proc.returncode}; see {self.log(name)}:\n"
+                    + _tail(self.log(name))
+                )
 
     def __enter__(self) -> ControlPlane:
         return self.start()
@@ -144,11 +159,21 @@ class ControlPlane:
             )
         (self.workdir / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(
+        self,
+        name: str,
+        args: list[str],
+        binary: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        binary = binary or self.bin_dir / name
+        if not binary.is_file():
+            raise ControlPlaneError(f"{name}: no binary at {binary}")
         handle = self.log(name).open("ab")
         self._logs.append(handle)
         self.processes[name] = subprocess.Popen(
-            [str(self.bin_dir / name), *args],
+            [str(binary), *args],
+            env={**os.environ, **env} if env else None,
             stdout=handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -196,11 +221,12 @@ class ControlPlane:
         self.kubeconfig.write_text(kubeconfig_text(self.server, ADMIN_TOKEN, self.ca_file))
 
     def _start_controller_manager(self) -> None:
+        controllers = ALL_CONTROLLERS if self.scheduling else CONTROLLERS
         self._spawn(
             "kube-controller-manager",
             [
                 f"--kubeconfig={self.kubeconfig}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(controllers)}",
                 f"--service-account-private-key-file={self.workdir / 'pki' / 'sa.key'}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
@@ -210,6 +236,17 @@ class ControlPlane:
             ],
         )
 
+    def _start_scheduling(self, options: Scheduling, timeout: float) -> None:
+        port = free_port()
+        self._spawn("kube-scheduler", scheduler_args(self.kubeconfig, port))
+        self._wait("kube-scheduler", f"https://127.0.0.1:{port}/readyz", timeout)
+        port = free_port()
+        config = kwok_config(options, self.workdir)
+        args = kwok_args(options, self.kubeconfig, config, port)
+        # KWOK_WORKDIR: the controller reads no ~/.kwok/kwok.yaml of whoever runs the tests
+        self._spawn("kwok", args, options.kwok_bin, {"KWOK_WORKDIR": str(self.workdir / "kwok")})
+        self._wait("kwok", f"http://127.0.0.1:{port}/healthz", timeout)
+
     def _wait(self, name: str, url: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         insecure = ssl.create_default_context()
@@ -217,12 +254,7 @@ class ControlPlane:
         insecure.verify_mode = ssl.CERT_NONE
         last_error = ""
         while time.monotonic() < deadline:
-            proc = self.processes[name]
-            if proc.poll() is not None:
-                raise ControlPlaneError(
-                    f"{name} exited with {proc.returncode}; see {self.log(name)}:\n"
-                    + _tail(self.log(name))
-                )
+            self.check_alive(name)
             try:
                 with urllib.request.urlopen(url, timeout=2, context=insecure) as resp:
                     if resp.status == 200:
@@ -230,7 +262,10 @@ class ControlPlane:
             except OSError as exc:
                 last_error = str(exc)
             time.sleep(0.1)  # polling a health endpoint with a deadline, not synchronising
-        raise ControlPlaneError(f"{name} not healthy at {url} after {timeout:.0f}s: {last_error}")
+        raise ControlPlaneError(
+            f"{name} not healthy at {url} after {timeout:.0f}s: {last_error}; see"
+            f" {self.log(name)}:\n" + _tail(self.log(name))
+        )
 
 
 def kubeconfig_text(server: str, token: str, ca_file: Path, user: str = "admin") -> str:

@@ -37,7 +37,7 @@ while (($#)); do
     *) pkgs+=("$1"); shift ;;
   esac
 done
-echo "build $out" >> "$FAKE_GO_LOG"
+echo "build $out ${pkgs[*]}" >> "$FAKE_GO_LOG"
 if [[ -n "${FAKE_GO_FAIL:-}" ]]; then echo "fake go: build failed" >&2; exit 1; fi
 until [[ -e "$FAKE_GO_GATE" ]]; do sleep 0.05; done
 for pkg in "${pkgs[@]}"; do
@@ -60,7 +60,7 @@ SCRIPTS = {
     "build-tool.sh helm": Script([str(ROOT / "hack/build-tool.sh"), "helm"], ["helm"], 1),
     "controlplane/build.sh": Script(
         [str(ROOT / "hack/controlplane/build.sh")],
-        ["etcd", "kube-apiserver", "kube-controller-manager", "kubectl"],
+        ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"],
         2,
     ),
 }
@@ -211,3 +211,38 @@ def test_a_complete_entry_is_reused_without_building(sandbox: Sandbox) -> None:
     assert (again.returncode, again.stdout) == (0, first.stdout)
     assert Path(again.stdout.strip()).stat().st_ino == inode
     assert len(sandbox.builds()) == 1
+
+
+def test_a_new_control_plane_entry_links_what_an_older_one_holds_and_builds_the_rest(
+    sandbox: Sandbox,
+) -> None:
+    """Adding kube-scheduler to the list must not rebuild the API server (15+ min cold), nor
+    touch the entry other sessions are running binaries from."""
+    script = SCRIPTS["controlplane/build.sh"]
+    sandbox.gate.touch()
+    mod = (ROOT / "hack/controlplane/go.mod").read_text().split()
+    k8s, etcd = (mod[mod.index(m) + 1] for m in ("k8s.io/kubernetes", "go.etcd.io/etcd/server/v3"))
+    old = sandbox.cache / "tessera/controlplane" / f"k8s-{k8s}-etcd-{etcd}-go0.0-fake"
+    old.mkdir(parents=True)  # an entry as named before the list of binaries was in the key
+    reports = {"kube-apiserver": k8s, "kube-controller-manager": k8s, "kubectl": k8s}
+    reports["etcd"] = "v0.0.1"  # not the pinned etcd: rebuilt, not reused
+    for name, version in reports.items():
+        (old / name).write_text(f"#!/bin/sh\necho {name} {version}\n")
+        (old / name).chmod(0o755)
+    before = {p.name: (p.stat().st_ino, p.read_text()) for p in old.iterdir()}
+
+    done = subprocess.run(script.argv, env=sandbox.env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    entry = Path(done.stdout.strip())
+    assert entry != old and sorted(p.name for p in entry.iterdir()) == sorted(script.binaries)
+    for name in ("kube-apiserver", "kube-controller-manager", "kubectl"):
+        assert (entry / name).stat().st_ino == before[name][0], name  # a hard link, not a build
+    for name in ("etcd", "kube-scheduler"):
+        assert (entry / name).read_text() == BINARY, name
+    builds = sandbox.builds()
+    assert [b.split()[2:] for b in builds] == [
+        ["k8s.io/kubernetes/cmd/kube-scheduler"],
+        ["go.etcd.io/etcd/server/v3"],
+    ], builds
+    assert {p.name: (p.stat().st_ino, p.read_text()) for p in old.iterdir()} == before
+    assert sandbox.leftovers() == []

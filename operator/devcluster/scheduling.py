@@ -1,0 +1,117 @@
+"""Real scheduling in the dev cluster, opt-in: kube-scheduler and KWOK next to the control plane.
+
+``ControlPlane(bin_dir, scheduling=Scheduling(find_kwok()))`` also runs kube-controller-manager
+with all its default controllers (``resourceclaim-controller`` named for DRA), kube-scheduler
+(from the same Kubernetes module as the API server) and the KWOK controller
+(``sigs.k8s.io/kwok``, built by ``hack/build-tool.sh kwok``). KWOK plays the kubelet of every
+node annotated ``kwok.x-k8s.io/node: fake`` and of the pods bound to it: node status and Lease
+heartbeats, pods Running and Ready, deletion when the grace period is over.
+
+The KWOK controller has no stages of its own (kwokctl writes them into its config): the build
+puts the defaults kwokctl uses, from the pinned module, next to the binary
+(``kwok-stages.yaml``); :func:`kwok_config` adds Tessera's pod-delete stage in place of the
+upstream one, which deletes a terminating pod at once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_SELECTOR = f"{KWOK_ANNOTATION}=fake"
+# Every controller kube-controller-manager enables by default, and the DRA claim controller by
+# name (on by default in 1.34, listed so that it stays on whatever the default becomes).
+ALL_CONTROLLERS = ("*", "resourceclaim-controller")
+STAGES_FILE = "kwok-stages.yaml"
+NODE_HEARTBEAT_STAGE = "node-heartbeat-with-lease"
+
+# A terminating pod stays Terminating until its deletionTimestamp (the delete request plus
+# terminationGracePeriodSeconds: a kubelet whose containers ignore SIGTERM), then is deleted;
+# pods with finalizers wait for them.
+POD_DELETE_AFTER_GRACE: dict[str, Any] = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+    "kind": "Stage",
+    "metadata": {"name": "tessera-pod-delete-after-grace"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {
+            "matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+                {"key": ".metadata.finalizers", "operator": "DoesNotExist"},
+            ]
+        },
+        "delay": {
+            "durationMilliseconds": 0,
+            "durationFrom": {"expressionFrom": ".metadata.deletionTimestamp"},
+        },
+        "next": {"delete": True},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """What the dev cluster runs for real scheduling, and how fast KWOK's nodes heartbeat."""
+
+    kwok_bin: Path
+    # Node Lease duration; KWOK renews each Lease every quarter of it, like the kubelet.
+    lease_seconds: int = 40
+    # Delay between node status heartbeats; None keeps KWOK's default stage (about 10 min:
+    # with Leases the status need not be fresh).
+    node_heartbeat_ms: int | None = None
+
+
+def find_kwok() -> Path:
+    """The KWOK controller binary: ``TESSERA_KWOK_BIN``, else build or reuse the cache."""
+    preset = os.environ.get("TESSERA_KWOK_BIN")
+    if preset:
+        return Path(preset)
+    script = Path(__file__).resolve().parents[2] / "hack" / "build-tool.sh"
+    out = subprocess.run([str(script), "kwok"], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def kwok_config(options: Scheduling, workdir: Path) -> Path:
+    """Write the KWOK controller's config: the pinned default stages, Tessera's pod-delete."""
+    upstream = options.kwok_bin.parent / STAGES_FILE
+    stages = [doc for doc in yaml.safe_load_all(upstream.read_text()) if doc]
+    if options.node_heartbeat_ms is not None:
+        for stage in stages:
+            if stage["metadata"]["name"] == NODE_HEARTBEAT_STAGE:
+                stage["spec"]["delay"] = {
+                    "durationMilliseconds": options.node_heartbeat_ms,
+                    "jitterDurationMilliseconds": options.node_heartbeat_ms * 11 // 10,
+                }
+    stages.append(POD_DELETE_AFTER_GRACE)
+    path = workdir / "kwok.yaml"
+    path.write_text(yaml.safe_dump_all(stages, sort_keys=False))
+    return path
+
+
+def scheduler_args(kubeconfig: Path, port: int) -> list[str]:
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--v=1",
+    ]
+
+
+def kwok_args(options: Scheduling, kubeconfig: Path, config: Path, port: int) -> list[str]:
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--config={config}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
+        f"--node-lease-duration-seconds={options.lease_seconds}",
+        f"--server-address=127.0.0.1:{port}",  # /healthz, to wait for it
+    ]
