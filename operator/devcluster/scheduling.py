@@ -99,6 +99,8 @@ def scheduler_args(kubeconfig: Path, port: int) -> list[str]:
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
+        # token authentication only: no client CA in kube-system/extension-apiserver-authentication
+        "--authentication-skip-lookup=true",
         "--leader-elect=false",
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
@@ -113,5 +115,6 @@ def kwok_args(options: Scheduling, kubeconfig: Path, config: Path, port: int) ->
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
         f"--node-lease-duration-seconds={options.lease_seconds}",
+        "--cidr=10.244.0.0/16",  # pod IPs, apart from the service range 10.0.0.0/24
         f"--server-address=127.0.0.1:{port}",  # /healthz, to wait for it
     ]

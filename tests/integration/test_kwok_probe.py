@@ -1,0 +1,206 @@
+"""Probe for issue 14: kube-scheduler places a Deployment's pods on a KWOK node, KWOK runs them.
+
+Its own control plane with ``scheduling`` on (all default controllers, kube-scheduler, KWOK),
+so the rest of the suite is untouched. The node is KWOK's (annotation ``kwok.x-k8s.io/node:
+fake``); its GPUs are published the way Tessera's device simulators publish them, by a patch of
+the node's status, once KWOK has made the node Ready. Every wait also checks that no component
+died: a dead scheduler or KWOK fails the test naming it, with its log tail, instead of a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any, TypeVar
+
+import pytest
+
+from tessera.adapters.kube import Kube, path_of
+from tessera.devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
+from tessera.devcluster.kubelet import publish_devices
+from tessera.devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
+
+from .helpers import condition, eventually, namespace
+
+T = TypeVar("T")
+NODE = "kwok-gpu-1"
+GPU = "nvidia.com/gpu"
+LEASE_SECONDS = 8  # KWOK renews the node's Lease every 2 s
+HEARTBEAT_MS = 2000  # and writes the node's status every 2 to 2.2 s
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    options = Scheduling(find_kwok(), lease_seconds=LEASE_SECONDS, node_heartbeat_ms=HEARTBEAT_MS)
+    with ControlPlane(find_binaries(), scheduling=options) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def kube(plane: ControlPlane) -> Iterator[Kube]:
+    client = Kube.from_kubeconfig(str(plane.kubeconfig))
+    yield client
+    client.close()
+
+
+def until(plane: ControlPlane, probe: Callable[[], T | None], what: str, timeout: float = 120) -> T:
+    """``eventually``, failing at once with the component's log when one of them has died."""
+
+    def alive_and(probe_: Callable[[], T | None]) -> T | None:
+        plane.check_alive()
+        return probe_()
+
+    return eventually(lambda: alive_and(probe), timeout, what)
+
+
+def ready(obj: dict[str, Any] | None) -> bool:
+    return (condition(obj, "Ready") or {}).get("status") == "True"
+
+
+def timestamp(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.fixture(scope="module")
+def gpu_node(plane: ControlPlane, kube: Kube) -> dict[str, Any]:
+    """A KWOK node that KWOK made Ready, then 8 GPUs published on it by a status patch."""
+    kube.create(
+        "/api/v1/nodes",
+        {"metadata": {"name": NODE, "annotations": {KWOK_ANNOTATION: "fake"}}},
+    )
+    node = until(
+        plane,
+        lambda: [n for n in [kube.get(path_of("v1", "nodes", NODE))] if ready(n)],
+        f"KWOK to make {NODE} Ready",
+    )[0]
+    publish_devices(kube, node, GPU, {GPU: 8})
+    return kube.get(path_of("v1", "nodes", NODE))
+
+
+def deployment(name: str, replicas: int, gpus: int, grace: int = 5) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "serve",
+                            "resources": {"limits": {GPU: str(gpus)}},
+                        }
+                    ],
+                    "terminationGracePeriodSeconds": grace,
+                },
+            },
+        },
+    }
+
+
+def pods(kube: Kube, ns: str, app: str) -> list[dict[str, Any]]:
+    return kube.list(path_of("v1", "pods", namespace=ns), label_selector=f"app={app}")
+
+
+def available(kube: Kube, ns: str, name: str, replicas: int) -> bool:
+    dep = kube.get(path_of("apps/v1", "deployments", name, ns))
+    status = dep.get("status") or {}
+    return status.get("availableReplicas") == replicas and ready_pods(kube, ns, name) == replicas
+
+
+def ready_pods(kube: Kube, ns: str, app: str) -> int:
+    return sum(
+        1 for p in pods(kube, ns, app) if ready(p) and not p["metadata"].get("deletionTimestamp")
+    )
+
+
+def test_the_scheduler_places_a_deployment_on_the_kwok_node_and_kwok_runs_it(
+    plane: ControlPlane, kube: Kube, gpu_node: dict[str, Any]
+) -> None:
+    namespace(kube, "serving")
+    kube.create(path_of("apps/v1", "deployments", namespace="serving"), deployment("llm", 2, 1))
+    until(plane, lambda: available(kube, "serving", "llm", 2), "Deployment llm available 2/2")
+    for pod in pods(kube, "serving", "llm"):
+        assert pod["spec"]["nodeName"] == NODE  # bound by kube-scheduler: the template has none
+        assert (condition(pod, "PodScheduled") or {}).get("status") == "True"
+        assert pod["status"]["phase"] == "Running" and pod["status"].get("podIP")
+    dep = kube.get(path_of("apps/v1", "deployments", "llm", "serving"))
+    assert (condition(dep, "Available") or {}).get("status") == "True"
+
+    # 2 of 8 GPUs used: a pod wanting 7 has nowhere to go, and the scheduler says why.
+    kube.create(path_of("apps/v1", "deployments", namespace="serving"), deployment("big", 1, 7))
+
+    def unschedulable() -> str | None:
+        for pod in pods(kube, "serving", "big"):
+            cond = condition(pod, "PodScheduled") or {}
+            if cond.get("reason") == "Unschedulable":
+                return str(cond.get("message"))
+        return None
+
+    message = until(plane, unschedulable, "the 7-GPU pod reported Unschedulable")
+    assert f"Insufficient {GPU}" in message, message
+    assert all(not p["spec"].get("nodeName") for p in pods(kube, "serving", "big"))
+
+
+def test_a_deleted_pod_terminates_for_its_grace_period_then_kwok_removes_it(
+    plane: ControlPlane, kube: Kube, gpu_node: dict[str, Any]
+) -> None:
+    namespace(kube, "graceful")
+    kube.create(path_of("apps/v1", "deployments", namespace="graceful"), deployment("web", 1, 1, 5))
+    until(plane, lambda: available(kube, "graceful", "web", 1), "Deployment web available 1/1")
+    victim = pods(kube, "graceful", "web")[0]["metadata"]["name"]
+    terminating = kube.delete(path_of("v1", "pods", victim, "graceful"))  # the pod, Terminating
+    assert terminating and terminating["metadata"]["deletionGracePeriodSeconds"] == 5
+    deadline = timestamp(terminating["metadata"]["deletionTimestamp"])  # delete + grace period
+
+    def gone() -> float | None:
+        pod = kube.get_or_none(path_of("v1", "pods", victim, "graceful"))
+        return time.time() if pod is None else None
+
+    gone_at = until(plane, gone, f"KWOK to finish deleting {victim}")
+    assert gone_at >= deadline, f"{victim} removed {deadline - gone_at:.1f}s before its grace ended"
+    # The ReplicaSet's replacement is scheduled and Ready again.
+    until(plane, lambda: available(kube, "graceful", "web", 1), "web's replacement available")
+
+
+def test_kwok_renews_the_lease_and_keeps_the_allocatable_published_by_someone_else(
+    plane: ControlPlane, kube: Kube, gpu_node: dict[str, Any]
+) -> None:
+    assert gpu_node["status"]["allocatable"][GPU] == "8"
+    lease_path = path_of("coordination.k8s.io/v1", "leases", NODE, "kube-node-lease")
+    renewals: set[str] = set()
+    heartbeats: set[str] = set()
+
+    def several_heartbeats() -> bool:
+        renewals.add(kube.get(lease_path)["spec"]["renewTime"])
+        node = kube.get(path_of("v1", "nodes", NODE))
+        heartbeats.add(str((condition(node, "Ready") or {}).get("lastHeartbeatTime")))
+        assert node["status"]["allocatable"].get(GPU) == "8", node["status"]["allocatable"]
+        assert node["status"]["capacity"].get(GPU) == "8", node["status"]["capacity"]
+        return len(renewals) >= 4 and len(heartbeats) >= 3
+
+    until(plane, several_heartbeats, "4 Lease renewals and 3 node status heartbeats by KWOK")
+    node = kube.get(path_of("v1", "nodes", NODE))
+    assert ready(node)
+    assert node["status"]["allocatable"][GPU] == "8"
+    lease = kube.get(lease_path)
+    assert lease["spec"]["holderIdentity"]  # KWOK's identity, not the node's name
+    assert [o["name"] for o in lease["metadata"]["ownerReferences"]] == [NODE]
+    assert lease["spec"]["leaseDurationSeconds"] == LEASE_SECONDS
+
+
+@pytest.mark.parametrize("component", ["kube-scheduler", "kwok"])
+def test_a_component_that_dies_fails_the_wait_naming_it_with_its_log(component: str) -> None:
+    with ControlPlane(find_binaries(), scheduling=Scheduling(find_kwok())) as plane:
+        os.killpg(plane.processes[component].pid, signal.SIGKILL)
+        with pytest.raises(ControlPlaneError, match=f"^{component} exited with -9; see ") as err:
+            until(plane, lambda: None, "something that never comes", timeout=60)
+        last_line = plane.log(component).read_text().splitlines()[-1]
+        assert last_line in str(err.value)  # the tail of the component's own log
