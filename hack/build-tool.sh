@@ -15,11 +15,13 @@ tool="${1:?usage: hack/build-tool.sh kstatus|helm|kwok}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$here/$tool"
 stages=()  # files of the tool's module copied next to the binary (kustomize/stage/<name>.yaml)
+toolchain=local
 case "$tool" in
   kstatus) pkg=. ;;
   helm) pkg=helm.sh/helm/v3/cmd/helm ;;
   kwok)
     pkg=sigs.k8s.io/kwok/cmd/kwok
+    toolchain=auto  # v0.8.0 needs Go 1.26: an older Go (>= 1.21) fetches it, as `go` itself would
     # The controller has no stages of its own: kwokctl writes these into its config by default.
     stages=(node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease
       pod/fast/pod-ready pod/fast/pod-complete)
@@ -31,7 +33,8 @@ key="$({
   cat "$src"/go.mod "$src"/go.sum "$src"/*.go
   [[ ${#stages[@]} -eq 0 ]] || printf '%s\n' "${stages[@]}"
 } | sha256sum | cut -c1-12)"
-out="${XDG_CACHE_HOME:-$HOME/.cache}/tessera/tools/$tool-$key-$(go env GOVERSION)"
+goversion="$(cd "$src" && GOTOOLCHAIN=$toolchain go env GOVERSION)"
+out="${XDG_CACHE_HOME:-$HOME/.cache}/tessera/tools/$tool-$key-$goversion"
 
 complete() { [[ -x "$1/$tool" ]] && { [[ ${#stages[@]} -eq 0 ]] || [[ -s "$1/$tool-stages.yaml" ]]; }; }
 copy_stages() {
@@ -48,7 +51,7 @@ build() {
   # errexit does not apply inside a function called as a condition, hence the && and ||
   (
     cd "$src" &&
-      export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -mod=readonly" &&
+      export GOTOOLCHAIN=$toolchain CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -mod=readonly" &&
       go build -ldflags "-s -w" -o "$1/$tool" "$pkg" &&
       copy_stages "$1"
   ) || return 1
