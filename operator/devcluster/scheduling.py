@@ -80,6 +80,8 @@ def find_kwok() -> Path:
 def kwok_config(options: Scheduling, workdir: Path) -> Path:
     """Write the KWOK controller's config: the pinned default stages, Tessera's pod-delete."""
     upstream = options.kwok_bin.parent / STAGES_FILE
+    if not upstream.is_file():
+        raise FileNotFoundError(f"kwok: no {upstream} (hack/build-tool.sh kwok writes it)")
     stages = [doc for doc in yaml.safe_load_all(upstream.read_text()) if doc]
     if options.node_heartbeat_ms is not None:
         for stage in stages:
