@@ -132,7 +132,11 @@ class NodePoolGeometrySpec(ApiModel):
     )
 
     node_selector: LabelSelector = Field(
-        description="The nodes of the pool. A node may belong to one pool only."
+        description="The nodes of the pool. A node belongs to one pool only: a node several pools "
+        "select stays with the pool that already holds it (its rollout, pending taint or layout is "
+        "on the node) and is touched by no other; one that none of them holds is touched by none. "
+        "A pool that selects a node it may not touch is Stalled (Conflict) and starts no node. "
+        "A selector that matches no node is Stalled (NoNodes)."
     )
     mig: MigGeometry | None = Field(
         default=None, description="NVIDIA MIG layouts. Omit both mig and vnpu for whole GPUs."

@@ -152,6 +152,10 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(preview_text.as_json(result), indent=2))
     else:
         sys.stdout.write(preview_text.render(result))
+    for conflict in result.conflicts:  # one node, one pool: applying this would stall pools
+        print(f"tessera plan: {conflict}", file=sys.stderr)
+    if result.conflicts:
+        return ERROR
     return CHANGES if result.changed else NO_CHANGE
 
 

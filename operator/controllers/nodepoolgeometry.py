@@ -21,10 +21,10 @@ from pydantic import ValidationError
 
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
-from tessera.api.v1alpha1.common import RolloutSpec
+from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster, pools, rollout
-from tessera.domain.conditions import conditions_for
+from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
+from tessera.domain.conditions import Verdict, conditions_for
 from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
@@ -53,24 +53,29 @@ def reconcile(ctx: Context, name: str) -> Result:
         except ValidationError as err:
             return stall(ctx, PLURAL, obj, "InvalidSpec", spec_error(err))
         where = _agent_configmap(ctx, spec)
-        with ThreadPoolExecutor(3) as pool:  # three independent reads: wait for the slowest only
+        with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
             nodes = pool.submit(ctx.kube.list, "/api/v1/nodes")
             sharing = pool.submit(_sharing, ctx)
             configs = pool.submit(ctx.kube.get_or_none, where.path)
-            seen = cluster.observe_pool(name, spec, nodes.result(), sharing.result())
+            others = pool.submit(_other_pools, ctx, name)
+            seen = cluster.observe_pool(
+                name, spec, nodes.result(), sharing.result(), others.result()
+            )
         desired, involved = seen.desired, list(seen.involved)
         _ensure_configs(ctx, where, name, spec, seen, configs.result())
         pods = driver.pods_for(ctx, involved, desired)
         pdbs = driver.pdbs(ctx) if pods else []
         approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
+        policy = pool_claims.policy(name, seen.claims, spec.rollout)
         plan = rollout.plan(
-            seen.owner, spec.rollout, desired, involved, pods, pdbs, ctx.clock(), approved
+            seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved
         )
         driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
         evictions.announce_held(ctx, ref_of(obj), plan.nodes)
-        _status(ctx, obj, plan, seen.targets)
+        verdict = _verdict(name, spec, seen, plan)
+        _status(ctx, obj, plan, seen.targets, verdict)
         driver.export_phases(KIND, name, plan)
-        metrics.RECONCILES.labels(KIND, plan.verdict.state).inc()
+        metrics.RECONCILES.labels(KIND, verdict.state).inc()
         return Result(plan.requeue_after)
 
 
@@ -100,6 +105,30 @@ def _sharing(ctx: Context) -> Mapping[str, Any]:
     ns, cm_name = ctx.settings.device_plugin_configmap
     cm = ctx.kube.get_or_none(path_of("v1", "configmaps", cm_name, ns))
     return (cm or {}).get("data") or {}
+
+
+def _other_pools(ctx: Context, name: str) -> dict[str, LabelSelector | None]:
+    """The other pools' nodeSelectors (one node, one pool); a pool being deleted claims none."""
+    out: dict[str, LabelSelector | None] = {}
+    for other in ctx.kube.list(custom_path(PLURAL)):
+        meta = other["metadata"]
+        if meta["name"] == name or meta.get("deletionTimestamp"):
+            continue
+        try:
+            out[meta["name"]] = NodePoolGeometrySpec.model_validate(
+                other.get("spec") or {}
+            ).node_selector
+        except ValidationError:
+            continue  # Stalled with InvalidSpec: it touches no node
+    return out
+
+
+def _verdict(
+    name: str, spec: NodePoolGeometrySpec, seen: cluster.PoolObservation, plan: rollout.Plan
+) -> Verdict:
+    if not seen.targets and not seen.claims.conflicts_of(name):
+        return empty_pools.verdict(name, spec)
+    return pool_claims.verdict(name, seen.claims, plan.verdict)
 
 
 # -- apply ---------------------------------------------------------------------------------------
@@ -203,7 +232,11 @@ def _ensure_namespace(ctx: Context, namespace: str) -> None:
 
 
 def _status(
-    ctx: Context, obj: Obj, plan: rollout.Plan, targets: Mapping[str, pools.NodeTarget]
+    ctx: Context,
+    obj: Obj,
+    plan: rollout.Plan,
+    targets: Mapping[str, pools.NodeTarget],
+    verdict: Verdict,
 ) -> None:
     meta = obj["metadata"]
     generation = meta.get("generation", 0)
@@ -218,14 +251,14 @@ def _status(
         "nodes": plan.counts.model_dump(by_alias=True),
         "problems": [p.model_dump(by_alias=True) for p in plan.problems],
         "capacity": {k: str(v) for k, v in sorted(capacity.items())},
-        "conditions": conditions_for(plan.verdict, generation, previous, ctx.clock()),
+        "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
     }
-    if write_status(ctx, PLURAL, obj, status) and plan.verdict.state != "ready":
-        warning = plan.verdict.state == "stalled"
+    if write_status(ctx, PLURAL, obj, status) and verdict.state != "ready":
+        warning = verdict.state == "stalled"
         ctx.events.post(
             ref_of(obj),
-            plan.verdict.reason,
-            plan.verdict.message,
+            verdict.reason,
+            verdict.message,
             ctx.clock(),
             "Warning" if warning else "Normal",
         )

@@ -21,7 +21,7 @@ import yaml
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import pools, rollout, selectors
+from tessera.domain import pool_claims, pools, rollout, selectors
 from tessera.domain.rollout.machine import reads_pods
 from tessera.domain.rollout.targets import at_target
 from tessera.domain.sharing import hami, parsing, planning
@@ -171,6 +171,7 @@ class PoolObservation:
     views: Mapping[str, rollout.NodeView]  # every node, physical allocatable
     targets: Mapping[str, pools.NodeTarget]  # pool members only
     involved: tuple[rollout.NodeView, ...]  # members + nodes still carrying this pool's state
+    claims: pool_claims.Claims = field(default_factory=pool_claims.Claims)  # one node, one pool
 
     @property
     def desired(self) -> dict[str, rollout.DesiredNode]:
@@ -207,19 +208,26 @@ def pools_reading(node: Raw, pools: Mapping[str, LabelSelector | None]) -> set[s
 
 
 def observe_pool(
-    name: str, spec: NodePoolGeometrySpec, nodes: Iterable[Raw], sharing: Mapping[str, Any]
+    name: str,
+    spec: NodePoolGeometrySpec,
+    nodes: Iterable[Raw],
+    sharing: Mapping[str, Any],
+    others: Mapping[str, LabelSelector | None] | None = None,
 ) -> PoolObservation:
     """Members, their targets and every node the rollout must see; ``sharing`` is the
-    device-plugin ConfigMap's data."""
+    device-plugin ConfigMap's data, ``others`` the other pools' nodeSelectors: a node
+    another pool keeps (``pool_claims``) is no member."""
     owner = geometry_owner(name)
     views = {n["metadata"]["name"]: pool_view(n, sharing) for n in nodes}
+    claims = pool_claims.resolve({**(others or {}), name: spec.node_selector}, views.values())
+    foreign = claims.foreign(name)
     targets = {
         node: pools.target_for(name, spec, v.labels, v.allocatable)
         for node, v in views.items()
-        if selectors.matches(spec.node_selector, v.labels)
+        if selectors.matches(spec.node_selector, v.labels) and node not in foreign
     }
     involved = tuple(v for v in views.values() if v.name in targets or touched_by(v, owner))
-    return PoolObservation(owner, views, targets, involved)
+    return PoolObservation(owner, views, targets, involved, claims)
 
 
 def pool_configs(

@@ -161,6 +161,7 @@ class ObjectPreview:
     capacity_before: Mapping[str, int] = field(default_factory=dict)
     capacity_after: Mapping[str, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()  # NodePoolGeometry: nodes another pool selects (exit 1)
     writes: tuple[str, ...] = ()  # other writes (ResourceQuotas), one sentence each
     deletion: Deletion | None = None  # action "delete": what its finalizer does
 
@@ -186,6 +187,11 @@ class Preview:
     capacity: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # changed only
     configs: tuple[ConfigDiff, ...] = ()
     notes: tuple[str, ...] = ()
+
+    @property
+    def conflicts(self) -> tuple[str, ...]:
+        """Pools that would select the same nodes: an error, the plan cannot be applied."""
+        return tuple(f"{o.kind}/{o.name}: {c}" for o in self.objects for c in o.conflicts)
 
     @property
     def changed(self) -> bool:

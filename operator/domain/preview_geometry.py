@@ -17,11 +17,13 @@ from datetime import datetime
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from tessera.api import constants as c
+from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster as observe
-from tessera.domain import pools, rollout
+from tessera.domain import empty_pools, pool_claims, pools, rollout
 from tessera.domain.rollout import selection
 
 from .preview import Cluster, ConfigDiff, Locations, NodeChange, ObjectPreview, Raw, object_action
@@ -41,6 +43,7 @@ def previews(
 ) -> GeometryPreviews:
     plugin = (before.configmap(loc.device_plugin) or {}).get("data") or {}
     live = before.of_kind(KIND)
+    claimants = _claimants(after)
     documents: dict[tuple[str, str], tuple[str, str]] = {}  # ConfigMap -> (key, text)
     objects: list[ObjectPreview] = []
     allocatable: dict[str, Mapping[str, int]] = {}
@@ -50,8 +53,15 @@ def previews(
         name = manifest["metadata"]["name"]
         obj = after.of_kind(KIND)[name]
         spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
-        seen = observe.observe_pool(name, spec, after.nodes, plugin)
+        seen = observe.observe_pool(name, spec, after.nodes, plugin, claimants)
         preview = _pool(before, after, obj, spec, seen, now, loc)
+        conflicts = tuple(f"Conflict: {c.message}" for c in seen.claims.conflicts_of(name))
+        empty = () if seen.targets or conflicts else (empty_pools.verdict(name, spec),)
+        preview = replace(
+            preview,
+            problems=(*conflicts, *(f"{v.reason}: {v.message}" for v in empty), *preview.problems),
+            conflicts=conflicts,
+        )
         objects.append(replace(preview, action=object_action(KIND, live.get(name), manifest)))
         for node, target in seen.targets.items():
             if target.config is not None:
@@ -63,6 +73,19 @@ def previews(
         if (d := _diff(before, (ns, cm), key, text)) is not None
     )
     return GeometryPreviews(tuple(objects), diffs, allocatable)
+
+
+def _claimants(after: Cluster) -> dict[str, LabelSelector | None]:
+    """Every pool once applied (live and planned) by nodeSelector: one node, one pool."""
+    out: dict[str, LabelSelector | None] = {}
+    for name, obj in after.of_kind(KIND).items():
+        try:
+            spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+        except ValidationError:
+            continue  # the operator stalls it (InvalidSpec): it touches no node
+        if not obj["metadata"].get("deletionTimestamp"):
+            out[name] = spec.node_selector
+    return out
 
 
 def _pool(
@@ -82,7 +105,8 @@ def _pool(
     ]
     pdbs = [observe.pdb_view(p) for p in after.pdbs] if pods else []
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
-    plan = rollout.plan(seen.owner, spec.rollout, desired, involved, pods, pdbs, now, approved)
+    policy = pool_claims.policy(name, seen.claims, spec.rollout)
+    plan = rollout.plan(seen.owner, policy, desired, involved, pods, pdbs, now, approved)
     configs = current_configs(before, spec, loc)
     label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
     by_node: dict[str, list[rollout.PodView]] = {}

@@ -9,6 +9,7 @@ so a pass runs only when something it reads has changed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -93,13 +94,14 @@ class NodeWakeups:
         self.holders: dict[str, str] = {}  # node → the owner whose rollout state it carries
 
     def pool_changed(self, name: str, spec: Mapping[str, Any] | None) -> None:
-        if spec is None:
-            self.selectors.pop(name, None)
-            return
-        try:
-            self.selectors[name] = LabelSelector.model_validate(spec.get("nodeSelector"))
-        except ValidationError:
-            self.selectors.pop(name, None)  # unknown: wake it on every node change
+        """Keep the pool's selector; a new, changed or gone selector wakes every pool, since a
+        node belongs to one pool only and the others' claims may have changed with it."""
+        before = self.selectors.pop(name, None)
+        if spec is not None:
+            with contextlib.suppress(ValidationError):  # unknown: woken on every node change
+                self.selectors[name] = LabelSelector.model_validate(spec.get("nodeSelector"))
+        if spec is None or self.selectors.get(name) != before:
+            self.wakeups.wake_all(nodepoolgeometry.PLURAL)
 
     def node_changed(self, name: str, body: Mapping[str, Any] | None) -> None:
         before = self.nodes.get(name)

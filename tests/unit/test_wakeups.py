@@ -40,6 +40,7 @@ def setup(*pools: str) -> tuple[Wakeups, NodeWakeups]:
         wakeups.event(NPG, name)
         nodes.pool_changed(name, pool(name))
     wakeups.event(SP, "time-sliced")
+    woken(wakeups)
     return wakeups, nodes
 
 
@@ -87,6 +88,17 @@ def test_a_pool_whose_selector_is_unknown_is_always_woken() -> None:
     wakeups.event(NPG, "broken")
     nodes.node_changed("gpu-1", node("zzz"))
     assert woken(wakeups) == {"new", "broken", "sp/time-sliced"}
+
+
+def test_a_pool_claiming_other_nodes_wakes_every_pool() -> None:
+    # one node, one pool: a new, changed or deleted selector may change the others' claims
+    wakeups, nodes = setup("a", "b")
+    nodes.pool_changed("a", pool("a"))
+    assert woken(wakeups) == set()  # the same selector again (a status write)
+    nodes.pool_changed("a", pool("b"))
+    assert woken(wakeups) == {"a", "b"}
+    nodes.pool_changed("b", None)
+    assert woken(wakeups) == {"a", "b"}
 
 
 def test_a_deleted_node_wakes_the_pools_that_read_it() -> None:
