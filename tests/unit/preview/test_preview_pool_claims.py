@@ -1,0 +1,54 @@
+"""Previews of pools that would share nodes (an error) and of pools that select no node."""
+
+from __future__ import annotations
+
+from preview_builders import LAYOUT_A, LAYOUT_B, T0, converged, gpu_nodes, manifest, world
+
+from tessera.api import constants as c
+from tessera.domain import preview, preview_text
+
+
+def _pool(name: str, pool_label: str, layout: dict[str, object]) -> dict[str, object]:
+    spec = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: pool_label}}, **layout}
+    return manifest("NodePoolGeometry", name, spec)
+
+
+def test_a_pool_over_a_live_serving_pool_is_a_conflict_that_changes_nothing() -> None:
+    live = _pool("inf", "inf", LAYOUT_A)
+    nodes, cm = converged(gpu_nodes("inf", 2), live)
+    typo = _pool("inf-2", "inf", LAYOUT_B)
+    result = preview.preview(world(*nodes, cm, live), [typo], T0)
+    [obj] = result.objects
+    assert obj.changes == ()  # the live pool holds both nodes: the new one may touch neither
+    assert result.conflicts == (
+        "NodePoolGeometry/inf-2: Conflict: nodepoolgeometry/inf also selects nodes inf-0, inf-1, "
+        "which nodepoolgeometry/inf already holds: this pool leaves them alone until a "
+        "nodeSelector is narrowed",
+    )
+    assert "  ! Conflict: nodepoolgeometry/inf also selects nodes inf-0, inf-1" in (
+        preview_text.render(result)
+    )
+
+
+def test_two_new_pools_on_the_same_nodes_conflict_both_ways() -> None:
+    a, b = _pool("a", "shared", LAYOUT_A), _pool("b", "shared", LAYOUT_B)
+    result = preview.preview(world(*gpu_nodes("shared", 3)), [a, b], T0)
+    assert [o.changes for o in result.objects] == [(), ()]
+    assert [c.split(": ", 2)[:2] for c in result.conflicts] == [
+        ["NodePoolGeometry/a", "Conflict"],
+        ["NodePoolGeometry/b", "Conflict"],
+    ]
+    assert (
+        "nodepoolgeometry/b also selects nodes shared-0, shared-1, shared-2" in result.conflicts[0]
+    )
+
+
+def test_a_pool_on_no_node_says_so_without_failing_the_plan() -> None:
+    pool = _pool("typo", "h100-inferenc", LAYOUT_A)
+    result = preview.preview(world(*gpu_nodes("h100-inference", 1)), [pool], T0)
+    [obj] = result.objects
+    assert result.conflicts == ()
+    assert obj.problems == (
+        "NoNodes: spec.nodeSelector (tessera.io/pool=h100-inferenc) matches no node: no node "
+        "runs this layout; label nodes or fix the selector",
+    )
