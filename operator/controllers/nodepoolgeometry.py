@@ -1,12 +1,14 @@
 """NodePoolGeometry controller: observe the pool → plan with the rollout engine → apply → status.
 
 Per pass: read the pool's Nodes (and any node still carrying this pool's
-rollout state or taint), derive each node's target from its GPU model or NPU
+rollout state or taint) and the other pools' selectors — a node belongs to one
+pool only, so a node another pool keeps, or several pools contest, is left
+alone (``tessera.domain.pool_claims``) —, derive each node's target from its GPU model or NPU
 chip (``tessera.domain.pools``), make sure the agent ConfigMap holds every
 config a node points at or may roll back to — written BEFORE any label names
 it — then hand the observation to ``tessera.domain.rollout.plan`` and execute
 its actions. Pods and PDBs are read only for nodes not yet at their target,
-so a converged pool costs a Node list and nothing else.
+so a converged pool costs a Node list and a pool list and nothing else.
 """
 
 from __future__ import annotations

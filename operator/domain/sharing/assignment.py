@@ -59,6 +59,7 @@ class Assignment:
     owner: Mapping[str, str] = field(default_factory=dict)  # node -> winning policy
     held: frozenset[str] = frozenset()  # nodes in a conflict: keep their config
     conflicts: tuple[Conflict, ...] = ()
+    selecting: frozenset[str] = frozenset()  # policies whose selector matches some node
 
     def nodes_of(self, policy: str) -> tuple[str, ...]:
         return tuple(sorted(n for n, p in self.owner.items() if p == policy))
@@ -71,10 +72,12 @@ def assign(policies: Sequence[Policy], nodes: Iterable[NodeFacts]) -> Assignment
     """Which policy governs each node; nodes no policy selects are absent."""
     owner: dict[str, str] = {}
     tied: dict[tuple[tuple[str, ...], int], list[str]] = defaultdict(list)
+    matched: set[str] = set()
     for node in nodes:
         selecting = [p for p in policies if selectors.matches(p.selector, node.labels)]
         if not selecting:
             continue
+        matched.update(p.name for p in selecting)
         top = max(p.spec.priority for p in selecting)
         winners = sorted(p.name for p in selecting if p.spec.priority == top)
         if len(winners) == 1:
@@ -85,7 +88,8 @@ def assign(policies: Sequence[Policy], nodes: Iterable[NodeFacts]) -> Assignment
         Conflict(names, priority, tuple(sorted(held)))
         for (names, priority), held in sorted(tied.items())
     )
-    return Assignment(owner, frozenset(n for c in conflicts for n in c.nodes), conflicts)
+    held = frozenset(n for c in conflicts for n in c.nodes)
+    return Assignment(owner, held, conflicts, frozenset(matched))
 
 
 def _listing(names: Sequence[str], limit: int = 5) -> str:

@@ -100,11 +100,9 @@ def _verdict(
         return Verdict("stalled", "Conflict", text, extra)
     if result.node_errors:
         return Verdict("stalled", "InvalidSpec", summary(result.node_errors), extra)
-    if not governed:  # "0 node(s) run it" is no success: a typo in the selector looks like this
-        message = (
-            "no node runs this policy: its nodeSelector (or poolRef's pool) matches no node, "
-            "or a higher priority policy takes every node it matches"
-        )
+    if not governed and result.name not in plan.assignment.selecting:
+        # "0 node(s) run it" is no success: a typo in the selector looks exactly like this
+        message = "its nodeSelector (or poolRef's pool) matches no node: no node runs this policy"
         return Verdict("stalled", "NoNodes", message, extra)
     waiting = sorted(set(plan.awaiting_rollout) & governed)
     if waiting:

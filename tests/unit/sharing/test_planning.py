@@ -277,3 +277,19 @@ def test_every_note_names_the_policy_whose_plan_made_the_write() -> None:
     gone = planning.plan([hc], w.observe(), cleared=frozenset({"h1"}))
     [note] = [n for n in gone.notes if n.action == "release"]
     assert note.policy is None  # a deleted policy's releases: its finalizer names it
+
+
+def test_a_policy_whose_selector_matches_no_node_is_stalled_not_applied() -> None:
+    w = world(gpu_node("n1", pool="a"))
+    typo = policy("typo", pool="ab")
+    plan = w.converge([policy("p"), typo])
+    got = status.summarize(plan, "typo", w.nodes.values())
+    assert (got.verdict.state, got.verdict.reason) == ("stalled", "NoNodes")
+    assert "matches no node" in got.verdict.message and got.matched == 0
+
+
+def test_a_policy_outranked_on_every_node_it_selects_is_no_typo() -> None:
+    w = world(gpu_node("n1"))
+    plan = w.converge([policy("low"), policy("high", "MPS", priority=1)])
+    got = status.summarize(plan, "low", w.nodes.values())
+    assert (got.verdict.state, got.matched) == ("ready", 0)  # priorities at work, as meant
