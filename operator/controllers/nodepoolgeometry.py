@@ -110,19 +110,10 @@ def _sharing(ctx: Context) -> Mapping[str, Any]:
 
 
 def _other_pools(ctx: Context, name: str) -> dict[str, LabelSelector | None]:
-    """The other pools' nodeSelectors (one node, one pool); a pool being deleted claims none."""
-    out: dict[str, LabelSelector | None] = {}
-    for other in ctx.kube.list(custom_path(PLURAL)):
-        meta = other["metadata"]
-        if meta["name"] == name or meta.get("deletionTimestamp"):
-            continue
-        try:
-            out[meta["name"]] = NodePoolGeometrySpec.model_validate(
-                other.get("spec") or {}
-            ).node_selector
-        except ValidationError:
-            continue  # Stalled with InvalidSpec: it touches no node
-    return out
+    """The other pools' nodeSelectors: a node belongs to one pool only."""
+    others = pool_claims.claimants(ctx.kube.list(custom_path(PLURAL)))
+    others.pop(name, None)
+    return others
 
 
 def _verdict(

@@ -23,9 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import selectors
 from tessera.domain.conditions import Verdict
 from tessera.domain.geometry.layouts import config_name
@@ -79,6 +83,22 @@ class Claims:
 
     def blocked(self, pool: str) -> bool:
         return any(not c.kept for c in self.conflicts_of(pool))
+
+
+def claimants(pools: Iterable[Mapping[str, Any]]) -> dict[str, LabelSelector | None]:
+    """NodePoolGeometry objects -> their nodeSelectors, for ``resolve``. A pool being deleted
+    claims no node (it only gives back what it holds); one whose spec does not parse is
+    Stalled (InvalidSpec) and touches no node."""
+    out: dict[str, LabelSelector | None] = {}
+    for obj in pools:
+        if obj["metadata"].get("deletionTimestamp"):
+            continue
+        try:
+            spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+        except ValidationError:
+            continue
+        out[obj["metadata"]["name"]] = spec.node_selector
+    return out
 
 
 def listing(nodes: Sequence[str], limit: int = LISTED) -> str:

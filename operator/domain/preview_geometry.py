@@ -17,10 +17,8 @@ from datetime import datetime
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from tessera.api import constants as c
-from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster as observe
 from tessera.domain import empty_pools, pool_claims, pools, rollout
@@ -43,7 +41,7 @@ def previews(
 ) -> GeometryPreviews:
     plugin = (before.configmap(loc.device_plugin) or {}).get("data") or {}
     live = before.of_kind(KIND)
-    claimants = _claimants(after)
+    claimants = pool_claims.claimants(after.of_kind(KIND).values())  # one node, one pool
     documents: dict[tuple[str, str], tuple[str, str]] = {}  # ConfigMap -> (key, text)
     objects: list[ObjectPreview] = []
     allocatable: dict[str, Mapping[str, int]] = {}
@@ -73,19 +71,6 @@ def previews(
         if (d := _diff(before, (ns, cm), key, text)) is not None
     )
     return GeometryPreviews(tuple(objects), diffs, allocatable)
-
-
-def _claimants(after: Cluster) -> dict[str, LabelSelector | None]:
-    """Every pool once applied (live and planned) by nodeSelector: one node, one pool."""
-    out: dict[str, LabelSelector | None] = {}
-    for name, obj in after.of_kind(KIND).items():
-        try:
-            spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
-        except ValidationError:
-            continue  # the operator stalls it (InvalidSpec): it touches no node
-        if not obj["metadata"].get("deletionTimestamp"):
-            out[name] = spec.node_selector
-    return out
 
 
 def _pool(

@@ -154,3 +154,18 @@ def test_no_conflict_leaves_the_verdict_alone() -> None:
     claims = pool_claims.resolve({"a": sel("x")}, [node()])
     verdict = Verdict("ready", "Succeeded", "all 1 nodes match their layout")
     assert pool_claims.verdict("a", claims, verdict) is verdict
+
+
+def test_claimants_skip_pools_being_deleted_and_pools_whose_spec_does_not_parse() -> None:
+    def obj(name: str, spec: object, **meta: str) -> dict[str, object]:
+        return {"metadata": {"name": name, **meta}, "spec": spec}
+
+    selector = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: "x"}}}
+    found = pool_claims.claimants(
+        [
+            obj("a", selector),
+            obj("gone", selector, deletionTimestamp="2026-08-01T10:00:00Z"),
+            obj("broken", {"nodeSelector": "not a selector"}),
+        ]
+    )
+    assert found == {"a": sel("x")}
