@@ -56,15 +56,16 @@ class Conflict:
     def message(self) -> str:
         names = " and ".join(f"nodepoolgeometry/{p}" for p in self.others)
         where = f"{names} also select{'s' if len(self.others) == 1 else ''} {listing(self.nodes)}"
+        them = "it" if len(self.nodes) == 1 else "them"
         if self.kept:
-            return f"{where}; this pool already holds them and keeps them"
+            return f"{where}; this pool already holds {them} and keeps {them}"
         if self.holder:
             return (
                 f"{where}, which nodepoolgeometry/{self.holder} already holds: this pool "
-                "leaves them alone until a nodeSelector is narrowed"
+                f"leaves {them} alone until a nodeSelector is narrowed"
             )
         return (
-            f"{where}; a node belongs to one pool only, so no pool touches them until a "
+            f"{where}; a node belongs to one pool only, so no pool touches {them} until a "
             "nodeSelector is narrowed or a pool deleted"
         )
 
