@@ -21,16 +21,43 @@ from .state import NodeState, Phase
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView
 
 
-def disrupted(nodes: Sequence[NodeView], desired: Mapping[str, DesiredNode]) -> set[str]:
-    """Nodes that count against maxUnavailable: cordoned by anyone, NotReady, or mid-change."""
-    out = set()
+def disrupted(nodes: Sequence[NodeView], desired: Mapping[str, DesiredNode]) -> dict[str, str]:
+    """Nodes that count against maxUnavailable, each with why, in the words status shows.
+
+    A node counts while it is mid-change, NotReady, carries Tessera's taint, or
+    is cordoned. A cordon someone else set stops counting once Tessera is done
+    with the node (it runs its target, or settled a rollback): it stays
+    cordoned, but Tessera's rollout no longer disrupts it.
+    """
+    out: dict[str, str] = {}
     for n in nodes:
         busy = n.state is not None and n.state.phase != Phase.UPDATED and not n.state.rolled_back
-        if n.name not in desired and not busy:
+        d = desired.get(n.name)
+        if d is None and not busy:
             continue
-        if n.unschedulable or not n.ready or busy or n.state_error:
-            out.add(n.name)
+        if busy or n.state_error:
+            out[n.name] = "being changed"
+        elif not n.ready:
+            out[n.name] = "NotReady"
+        elif n.has_taint(GEOMETRY_PENDING):
+            out[n.name] = "tainted"
+        elif n.unschedulable and not done(n, d):
+            out[n.name] = "cordoned by someone else"
     return out
+
+
+def done(node: NodeView, d: DesiredNode | None) -> bool:
+    """Tessera has nothing left to do on this node: it runs its target or settled a rollback."""
+    settled = node.state is not None and node.state.rolled_back
+    return d is not None and not d.invalid and (settled or targets.at_target(node, d))
+
+
+def in_use(taken: Mapping[str, str], limit: int) -> str:
+    """``2 of 2 in use: gpu-1 being changed, gpu-4 cordoned by someone else``."""
+    names = sorted(taken)
+    shown = ", ".join(f"{n} {taken[n]}" for n in names[:5])
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"{len(taken)} of {limit} in use: {shown}{more}" if taken else f"0 of {limit} in use"
 
 
 def gate(
@@ -67,7 +94,7 @@ def admit(
     if not candidates:
         return None, []
     closed = gate(ctx, desired, approved)
-    taken = disrupted(nodes, desired) - set(freed)
+    taken = {n: why for n, why in disrupted(nodes, desired).items() if n not in freed}
     limit = gates.budget(ctx.policy.max_unavailable, len(desired))
     free = limit - len(taken)
     pods = {
@@ -75,7 +102,12 @@ def admit(
         for n, _ in candidates
     }
     order = sorted(
-        candidates, key=lambda c: (c[0].name not in taken, len(pods[c[0].name]), c[0].name)
+        candidates,
+        key=lambda c: (
+            not (c[0].unschedulable and c[0].name in taken),
+            len(pods[c[0].name]),
+            c[0].name,
+        ),
     )
     outcomes = []
     for node, d in order:
@@ -95,18 +127,17 @@ def admit(
             wait.why = closed[1]
         elif not node.ready:
             wait.why = f"{node.name} is NotReady"
-        elif node.name not in taken and free <= 0:
-            wait.why = f"waiting for a disruption slot: {len(taken)} of {limit} in use"
-        else:
-            slot = (
-                "already unschedulable, takes no slot and stays cordoned afterwards"
-                if node.name in taken
-                else f"{free} of {limit} disruption slots free"
-            )
+        elif node.unschedulable and node.name in taken:
+            slot = "already unschedulable, takes no slot and stays cordoned afterwards"
             outcomes.append(start(ctx, node, d, slot, wait))
-            if node.name not in taken:
-                free -= 1
-                taken.add(node.name)
+            continue
+        elif free <= 0:
+            wait.why = f"waiting for a disruption slot: {in_use(taken, limit)}"
+        else:
+            slot = f"{free} of {limit} disruption slots free"
+            outcomes.append(start(ctx, node, d, slot, wait))
+            free -= 1
+            taken[node.name] = "being changed"
             continue
         outcomes.append(wait)
     return closed, outcomes

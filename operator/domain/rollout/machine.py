@@ -4,6 +4,9 @@
                                         ↑           ↓
                                         └─ Failed ←─┘   (Rollback re-applies the last good layout)
 
+    any phase before Uncordoning → Uncordoning when the spec returns to the layout the node
+    still runs (backed out: nothing more is evicted or applied)
+
 A step looks at the persisted state and the fresh observation only (never at
 what the previous pass *meant* to do), so re-running it after a crash at any
 point repeats nothing unsafe. Releasing a node is in ``releasing``.
@@ -72,6 +75,8 @@ def step(ctx: Context, node: NodeView, s: NodeState, d: DesiredNode) -> Outcome:
             node, s, ctx.now, f"back out: layout {d.target} is invalid here: {d.invalid}"
         )
     if not d.invalid and d.target != s.goal and s.phase not in (Phase.UNCORDONING, Phase.UPDATED):
+        if targets.at_target(node, d):
+            return backed_out(node, s, d, ctx.now)
         s = retarget(s, d, ctx.now)
     match s.phase:
         case Phase.PENDING | Phase.CORDONED:
@@ -88,6 +93,17 @@ def step(ctx: Context, node: NodeView, s: NodeState, d: DesiredNode) -> Outcome:
             # Uncordoning is entered only from a verified layout (backing out never
             # carries rollback_of), so finishing it settles a rollback's record too.
             return release(node, s, ctx.now, f"layout {s.target.id} verified", settle=True)
+
+
+def backed_out(node: NodeView, s: NodeState, d: DesiredNode, now: datetime) -> Outcome:
+    """The spec went back to what the node still runs: it leaves the rollout at once.
+
+    Nothing is left to drain or apply, so no further pod is evicted; the node
+    is released like a verified one (a cordon someone else set stays), and,
+    being at its target, it holds no disruption slot any more.
+    """
+    why = f"back out: {node.name} already runs {d.target}, the target changed from {s.goal}"
+    return release(node, replace(s, rollback_of=None), now, why, settle=True)
 
 
 def retarget(s: NodeState, d: DesiredNode, now: datetime) -> NodeState:

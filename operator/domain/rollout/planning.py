@@ -4,8 +4,9 @@ Observe → plan → apply, as in cluster-api: the controller hands in a snapsho
 and the current time, applies the returned actions in order, and calls again.
 In-flight nodes are stepped first; new nodes are admitted only through the
 gates (paused, window, approval) and only while the disruption budget, which
-counts every node that is cordoned (by anyone), NotReady or mid-change, has a
-free slot.
+counts every node that is mid-change, NotReady, tainted by Tessera or cordoned
+(by anyone, until Tessera is done with it), has a free slot. Idle nodes are
+never tainted: before the gates open nothing is written to a node.
 
 The actions come in two stages. The first steps the nodes in flight; the
 second admits new nodes, then tidies idle ones (their pending taint, a
@@ -35,7 +36,7 @@ from .outcome import Outcome
 from .releasing import back_out
 from .reporting import NodeReport
 from .state import NodeState, Phase, ts
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, pending_taint
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
 
 DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
 
@@ -180,7 +181,8 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
             acc.take(back_out(node, s, ctx.now, ctx.verify_timeout, why), s, d)
             return
         o = step(ctx, node, s, d)
-        if untouched(s) or o.phase in (Phase.DRAINING, Phase.BLOCKED):
+        released = o.phase in (Phase.PENDING, Phase.UPDATED)
+        if not released and (untouched(s) or o.phase in (Phase.DRAINING, Phase.BLOCKED)):
             acc.to_evict += len(selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain))
         acc.take(o, s, d)
         return
@@ -201,16 +203,23 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
 
 
 def idle(node: NodeView, s: NodeState | None, d: DesiredNode | None, pool: str) -> list[act.Action]:
-    """Writes for a node no rollout holds: taint and settled-record hygiene, usually nothing."""
-    tainted = node.has_taint(GEOMETRY_PENDING)
+    """Writes for a node no rollout holds: lift this pool's leftover taint, drop a settled record.
+
+    An idle node is never tainted. Tessera's taint keeps pods off a node only
+    while the budgeted rollout holds it (admission writes it with the cordon):
+    a taint on a node waiting for its turn, for an approval, a window or an
+    unpaused spec would take it out of scheduling outside the budget. A taint
+    some other pool holds is that pool's to lift.
+    """
     acts: list[act.Action] = []
-    if d is None or (not d.invalid and targets.verified(targets.target_of(d), node)):
+    if node.has_taint(GEOMETRY_PENDING) and (d is None or node.held_by(pool)):
+        why = (
+            f"{node.name} is not in pool {pool}" if d is None else f"no rollout of {pool} holds it"
+        )
+        acts.append(act.RemoveTaint(node.name, GEOMETRY_PENDING, why))
+    if s is not None and (
+        d is None or (not d.invalid and targets.verified(targets.target_of(d), node))
+    ):
         why = f"{node.name} is not in pool {pool}" if d is None else f"layout {d.target} is live"
-        if tainted:
-            acts.append(act.RemoveTaint(node.name, GEOMETRY_PENDING, why))
-        if s is not None:
-            acts.append(act.ClearNodeState(node.name, why))
-    elif targets.unpartitioned(d, node) and not tainted:
-        why = f"{node.name} has no layout yet; keep pods off it until {d.target} is applied"
-        acts.append(act.AddTaint(node.name, pending_taint(pool), why))
+        acts.append(act.ClearNodeState(node.name, why))
     return acts

@@ -42,7 +42,9 @@ def release(
     else:
         final = act.ClearNodeState(node.name, why)
         phase = Phase.UPDATED if settle else Phase.PENDING
-    schedulable = not node.unschedulable or not s.orig
+    # A cordon someone else set keeps the node unavailable, but once it runs its target (or
+    # has settled its rollback) Tessera is done with it: it holds no slot of the budget.
+    schedulable = not node.unschedulable or not s.orig or settle
     return Outcome(node.name, phase, why, first, acts, final, frees_slot=schedulable and node.ready)
 
 

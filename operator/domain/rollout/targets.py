@@ -85,11 +85,6 @@ def snapshot(desired: DesiredNode, node: NodeView) -> TargetSpec | None:
     return TargetSpec(f"previous-{digest}", labels, desired.watch_label, alloc)
 
 
-def unpartitioned(desired: DesiredNode, node: NodeView) -> bool:
-    """A node that never received any layout (typically one that just joined the pool)."""
-    return bool(desired.labels) and all(k not in node.labels for k in desired.labels)
-
-
 def plan_hash(owner: str, desired: Mapping[str, DesiredNode]) -> str:
     """Identifies the change, not its progress: it stays the same while nodes roll.
 

@@ -35,12 +35,13 @@ overriding anyone else's intent, which ``spec.unschedulable`` cannot promise."""
 
 
 def pending_taint(owner: str) -> Taint:
-    """``GEOMETRY_PENDING`` with its owner as the value, for a node held before any state.
+    """``GEOMETRY_PENDING`` with its owner as the value, as earlier versions held idle nodes.
 
-    A new node waiting for its first layout carries the taint and no rollout
-    state, so the taint alone must say whose it is: otherwise every other pool
-    sees an orphan and lifts it, and the pools fight over it write for write. A
-    taint value is a label value (63 characters, no slash), hence the token.
+    Those versions tainted a node waiting for its first layout before any
+    rollout state, so the taint alone said whose it was (otherwise every other
+    pool saw an orphan and lifted it). Tessera no longer taints idle nodes, but
+    it still reads the value, so each pool lifts only its own leftovers. A taint
+    value is a label value (63 characters, no slash), hence the token.
     """
     token = owner.replace("/", ".")
     if len(token) > 63:

@@ -26,7 +26,7 @@ from tessera.api.constants import (
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.state import StateError, decode
-from tessera.domain.rollout.views import NodeView, PdbView, PodView, Taint
+from tessera.domain.rollout.views import GEOMETRY_PENDING, NodeView, PdbView, PodView, Taint
 
 
 @dataclass
@@ -211,13 +211,23 @@ class World:
         sp.pod = replace(sp.pod, deletion_timestamp=self.now)
 
     # --- what the invariants read ---------------------------------------------
-    def disrupted(self) -> set[str]:
-        """Nodes counting against maxUnavailable: cordoned, NotReady, or held mid-change."""
+    def disrupted(self, target: str | None = None) -> set[str]:
+        """Nodes counting against maxUnavailable: cordoned, tainted, NotReady, or held mid-change.
+
+        An admin's cordon stops counting once the node runs ``target`` (or its
+        rollback settled): Tessera is done with it.
+        """
         out = set()
         for n in self.nodes.values():
             st = self.view(n.name).state
             busy = st is not None and st.phase.value != "Updated" and not st.rolled_back
-            if n.unschedulable or not n.ready or busy:
+            at_target = (
+                n.labels.get(MIG_CONFIG_LABEL) == target
+                and n.labels.get(MIG_CONFIG_STATE_LABEL) == "success"
+            )
+            done = not busy and (at_target or (st is not None and st.rolled_back))
+            tainted = any(t.key == GEOMETRY_PENDING.key for t in n.taints)
+            if (n.unschedulable and not done) or tainted or not n.ready or busy:
                 out.add(n.name)
         return out
 

@@ -1,17 +1,19 @@
-"""A new node's pending taint says which pool holds it, so other pools leave it alone.
+"""Tessera's taint: only on nodes its budgeted rollout holds; leftovers are lifted by their pool.
 
-Found by the fault tests: with two NodePoolGeometries in a cluster, the pool
-waiting to partition a fresh node tainted it, every other pool saw an ownerless
-taint on a node outside its selector and lifted it, and the two wrote against
-each other on every wake-up.
+Earlier versions tainted every node without a layout at once, before approval
+and outside the budget (issue 13, item 4); such taints carry their pool's name,
+so a leftover is lifted by that pool only (two pools once fought over ownerless
+ones, write for write).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from rollout_builders import POOL, T0, desired, node, policy, state
+import pytest
+from rollout_builders import NEW, POOL, T0, desired, node, policy, state
 
+from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain import rollout
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.views import GEOMETRY_PENDING, pending_taint
@@ -23,12 +25,25 @@ def _fresh(taint: rollout.Taint | None = None) -> rollout.NodeView:
     return replace(node(config=None, agent=None), taints=(taint,) if taint else ())
 
 
-def test_a_fresh_member_waiting_its_turn_is_tainted_with_its_pools_name() -> None:
-    waiting = policy(paused=True)
-    plan = rollout.plan(POOL, waiting, {"gpu-1": desired()}, [_fresh()], [], [], T0)
-    added = [a for a in plan.actions if isinstance(a, act.AddTaint)]
-    assert [a.taint for a in added] == [pending_taint(POOL)]
-    assert added[0].taint.value == "NodePoolGeometry.h100"
+@pytest.mark.parametrize(
+    "gated",
+    [policy(paused=True), policy(approval="Manual"), policy(maxUnavailable=1)],
+    ids=["paused", "waiting-for-approval", "waiting-for-a-slot"],
+)
+def test_a_fresh_member_waiting_its_turn_gets_no_write(gated: RolloutSpec) -> None:
+    """Issue 13, item 4: the taint took whole pools out of scheduling outside the budget."""
+    busy = node("gpu-0", st=state(rollout.Phase.VERIFYING), config=NEW, agent="pending")
+    busy = replace(busy, unschedulable=True, taints=(GEOMETRY_PENDING,))
+    nodes = [busy, _fresh()]
+    want = {n.name: desired() for n in nodes}
+    plan = rollout.plan(POOL, gated, want, nodes, [], [], T0)
+    assert not [a for a in plan.actions if a.node == "gpu-1"], plan.actions
+    assert plan.counts.pending == 1
+
+
+def test_a_fresh_member_is_tainted_only_when_admitted() -> None:
+    plan = rollout.plan(POOL, policy(), {"gpu-1": desired()}, [_fresh()], [], [], T0)
+    assert [type(a) for a in plan.actions] == [act.SetNodeState, act.AddTaint, act.Cordon]
 
 
 def test_another_pools_held_node_is_not_held_by_us() -> None:

@@ -290,6 +290,43 @@ CASES = {
         desired={"gpu-1": desired("tessera-newer")},
         phase=Phase.VERIFYING,
     ),
+    "spec goes back to what a draining node runs: released at once, its pod not evicted": Case(
+        [node(st=DRAINING, cordoned=True, tainted=True)],
+        ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"],
+        desired={"gpu-1": desired(OLD)},
+        pods=[gpu_pod("serving")],
+        reason="Succeeded",
+    ),
+    "spec goes back while the drain is blocked: released, nothing evicted": Case(
+        [node(st=BLOCKED, cordoned=True, tainted=True)],
+        ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"],
+        desired={"gpu-1": desired(OLD)},
+        pods=[gpu_pod("a", labels={"app": "s"})],
+        pdbs=[pdb("serving", 1, app="s")],
+    ),
+    "spec goes back right after the cordon: released": Case(
+        [node(st=state(Phase.CORDONED), cordoned=True, tainted=True)],
+        ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"],
+        desired={"gpu-1": desired(OLD)},
+        pods=[gpu_pod("a")],
+    ),
+    "spec goes back before the layout was requested: released": Case(
+        [node(st=VERIFYING, cordoned=True, tainted=True)],
+        ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"],
+        desired={"gpu-1": desired(OLD)},
+    ),
+    "spec goes back on an admin-cordoned node: released, the admin's cordon stays": Case(
+        [node(st=replace(DRAINING, orig=True), cordoned=True, tainted=True)],
+        ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "ClearNodeState:gpu-1"],
+        desired={"gpu-1": desired(OLD)},
+        pods=[gpu_pod("serving")],
+    ),
+    "spec goes back while the new layout is being applied: it is re-requested": Case(
+        [node(st=VERIFYING, config=NEW, agent="pending", cordoned=True, tainted=True)],
+        ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"],
+        desired={"gpu-1": desired(OLD)},
+        phase=Phase.VERIFYING,
+    ),
     "layout becomes invalid before the device was touched: back out": Case(
         [node(st=DRAINING, cordoned=True, tainted=True)],
         ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"],
@@ -306,10 +343,26 @@ CASES = {
         desired={"gpu-1": desired(invalid="3g.40gb x3 needs 9 slots")},
         reason="InvalidGeometryForModel",
     ),
-    "new node without any layout is tainted at once": Case(
+    "new node without any layout waits for its slot untainted; the budget names who holds it": Case(
         [node("gpu-1", config=None, agent=None), node("gpu-2", cordoned=True)],
-        ["SetNodeState:Cordoned", "AddTaint:gpu-2", "AddTaint:gpu-1"],
+        ["SetNodeState:Cordoned", "AddTaint:gpu-2"],
         rollout=policy(maxUnavailable=1),
+        reason="RollingOut",
+    ),
+    "leftover taint on a node waiting for its slot is lifted": Case(
+        [node("gpu-1", st=DRAINING, cordoned=True, tainted=True), node("gpu-2", tainted=True)],
+        ["RemoveTaint:gpu-2"],
+        pods=[gpu_pod("a", deletion_timestamp=T0)],
+        rollout=policy(maxUnavailable=1),
+    ),
+    "leftover taint on a node whose layout is invalid is lifted (a Stalled pool holds none)": Case(
+        [node(tainted=True)],
+        ["RemoveTaint:gpu-1"],
+        desired={"gpu-1": desired(invalid="3g.40gb x3 needs 9 slots")},
+        reason="InvalidGeometryForModel",
+    ),
+    "waiting for approval: nothing is written to a fresh node": Case(
+        [node(config=None, agent=None)], [], rollout=policy(approval="Manual")
     ),
     "node held by another owner is left alone": Case(
         [node(st=replace(DRAINING, owner="SharingPolicy/ts"), cordoned=True)], []

@@ -32,11 +32,12 @@ from rollout_builders import (
 )
 from rollout_world import World
 
+from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.gates import budget
 from tessera.domain.rollout.planning import in_flight, plan
 from tessera.domain.rollout.state import Phase
-from tessera.domain.rollout.views import NodeView, PodView
+from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
 
 PHASES = [None, *Phase]
 
@@ -79,6 +80,8 @@ def clusters(draw: hs.DrawFn) -> tuple[list[NodeView], list[PodView], dict[str, 
                 )
             )
     rollout = {
+        "paused": draw(hs.booleans()),
+        "approval": draw(hs.sampled_from(["Automatic", "Manual"])),
         "maxUnavailable": draw(hs.sampled_from([1, 2, "50%"])),
         "onFailure": draw(hs.sampled_from(["Hold", "Rollback"])),
         "drain": {"force": draw(hs.booleans())},
@@ -102,12 +105,22 @@ def test_plan_invariants(
     taken = {
         n.name
         for n in nodes
-        if n.unschedulable or not n.ready or n.state_error or (n.state and in_flight(n.state))
+        if (n.unschedulable and not _done(n, want[n.name]))
+        or not n.ready
+        or n.state_error
+        or n.has_taint(GEOMETRY_PENDING)
+        or (n.state and in_flight(n.state))
     }
+    gated = spec.paused or spec.approval == "Manual"
+    started: set[str] = set()
     for stage in p.stages:
         admitted: set[str] = set()
         for a in stage:
             n = by_name[a.node]
+            holds = n.state is not None and in_flight(n.state)
+            if isinstance(a, act.AddTaint | act.Cordon):  # only a node the rollout holds
+                assert holds or a.node in admitted | started, kinds(stage)
+                assert holds or not gated, kinds(stage)
             if isinstance(a, act.Uncordon):
                 assert n.state is not None and not n.state.orig
             if isinstance(a, act.Evict | act.DeletePod):
@@ -122,7 +135,8 @@ def test_plan_invariants(
                 and (n.state is None or not in_flight(n.state))
             ):
                 assert not want[a.node].invalid
-                admitted |= set() if (n.unschedulable or not n.ready) else {a.node}
+                started.add(a.node)
+                admitted |= set() if a.node in taken else {a.node}
         assert len(admitted) <= max(0, budget(spec.max_unavailable, len(nodes)) - len(taken))
         # Nodes admitted here hold a slot from now on; a node released here frees its slot
         # for the next stage's admissions.
@@ -130,15 +144,29 @@ def test_plan_invariants(
         taken -= {
             a.node
             for a in stage
-            if isinstance(a, act.ClearNodeState) and _released(by_name[a.node], stage)
+            if isinstance(a, act.ClearNodeState) and _released(by_name[a.node], want[a.node], stage)
         }
     assert len(p.problems) <= 20
 
 
-def _released(n: NodeView, stage: Sequence[act.Action]) -> bool:
-    """Whether clearing this node's state in `stage` leaves it schedulable and ready."""
+def _done(n: NodeView, d: DesiredNode) -> bool:
+    """Tessera is done with the node: it runs its target, or its rollback settled."""
+    at_target = (
+        n.labels.get(MIG_CONFIG_LABEL) == d.target
+        and n.labels.get(MIG_CONFIG_STATE_LABEL) == "success"
+    )
+    return not d.invalid and (at_target or bool(n.state and n.state.rolled_back))
+
+
+def _released(n: NodeView, d: DesiredNode, stage: Sequence[act.Action]) -> bool:
+    """Whether clearing this node's state in `stage` takes it out of the budget.
+
+    It does when the node ends schedulable and ready, or ready at its target
+    (a cordon someone else set then no longer counts).
+    """
     uncordoned = any(isinstance(a, act.Uncordon) and a.node == n.name for a in stage)
-    return n.ready and not n.state_error and (uncordoned or not n.unschedulable)
+    free = uncordoned or not n.unschedulable or _done(n, d)
+    return n.ready and not n.state_error and free
 
 
 @settings(max_examples=60, deadline=None)
@@ -161,7 +189,7 @@ def test_crash_after_any_prefix_converges(seed: int) -> None:
             break
         for a in p.actions[: rng.randint(0, len(p.actions))]:
             world.apply(a)
-            assert len(world.disrupted()) <= 2
+            assert len(world.disrupted(NEW)) <= 2
     else:
         raise AssertionError("did not converge")
     assert [n.name for n in world.nodes.values() if n.unschedulable] == ["gpu-0"]
@@ -219,16 +247,39 @@ def test_paused_lets_in_flight_nodes_finish() -> None:
     assert {a.node for a in p.actions} == {"gpu-1"}
 
 
-def test_budget_counts_nodes_cordoned_by_others_and_not_ready() -> None:
-    nodes = [
-        node("gpu-0", config=NEW, cordoned=True),  # cordoned by an admin, already updated
+def _budget_pool() -> list[NodeView]:
+    return [
+        node("gpu-0", config=NEW, cordoned=True),  # cordoned by an admin, Tessera is done with it
         node("gpu-1", config=NEW, ready=False),
-        node("gpu-2"),
+        node("gpu-2", cordoned=True),  # cordoned by an admin; its layout is impossible here
         node("gpu-3"),
+        node("gpu-4"),
     ]
-    p = plan(POOL, policy(maxUnavailable=3), {n.name: desired() for n in nodes}, nodes, [], [], T0)
-    assert sorted({a.node for a in p.actions if isinstance(a, act.Cordon)}) == ["gpu-2"]
+
+
+def _budget_want(nodes: list[NodeView]) -> dict[str, DesiredNode]:
+    return {n.name: desired(invalid="no" if n.name == "gpu-2" else "") for n in nodes}
+
+
+def test_budget_counts_others_cordons_and_not_ready_until_tessera_is_done() -> None:
+    nodes = _budget_pool()
+    p = plan(POOL, policy(maxUnavailable=3), _budget_want(nodes), nodes, [], [], T0)
+    assert sorted({a.node for a in p.actions if isinstance(a, act.Cordon)}) == ["gpu-3"]
     assert "1 of 3 disruption slots free" in next(a.reason for a in p.actions)
+
+
+def test_a_budget_exhausted_by_others_says_whose_nodes_hold_it() -> None:
+    nodes = _budget_pool()
+    p = plan(POOL, policy(maxUnavailable=2), _budget_want(nodes), nodes, [], [], T0)
+    assert p.actions == ()
+    waiting = {r.name: r.message for r in p.nodes if r.name in ("gpu-3", "gpu-4")}
+    text = "waiting for a disruption slot: 2 of 2 in use: gpu-1 NotReady, gpu-2 cordoned by someone else"
+    assert waiting == {"gpu-3": text, "gpu-4": text}
+    # Without the impossible layout's Stalled, the pool is Reconciling and says who holds the slot.
+    alone = [node("gpu-1", config=NEW, ready=False), node("gpu-3")]
+    p = plan(POOL, policy(maxUnavailable=1), {n.name: desired() for n in alone}, alone, [], [], T0)
+    assert p.verdict.state == "progressing" and p.verdict.reason == "RollingOut"
+    assert "waiting for a disruption slot: 1 of 1 in use: gpu-1 NotReady" in p.verdict.message
 
 
 def test_problems_are_bounded() -> None:
@@ -254,16 +305,35 @@ def test_a_release_hands_its_slot_to_the_next_node_in_the_same_pass() -> None:
     assert "1 of 1 disruption slots free" in admit[0].reason
 
 
-@pytest.mark.parametrize(
-    "finishing",
-    [
-        _finishing("gpu-1", orig=True),  # an admin's cordon stays: the node stays unavailable
-        replace(_finishing("gpu-1"), ready=False),  # NotReady counts against the budget
-    ],
-    ids=["admin-cordoned", "not-ready"],
-)
-def test_a_release_that_leaves_the_node_unavailable_frees_no_slot(finishing: NodeView) -> None:
-    nodes = [finishing, node("gpu-2")]
+def test_an_admin_cordoned_node_tessera_is_done_with_frees_its_slot() -> None:
+    """Issue 13, item 5: it stays cordoned, but no longer stalls the pool."""
+    nodes = [_finishing("gpu-1", orig=True), node("gpu-2")]
     p = plan(POOL, policy(maxUnavailable=1), {n.name: desired() for n in nodes}, nodes, [], [], T0)
+    release, admit = p.stages
+    assert kinds(release) == [
+        "SetNodeState:Uncordoning",
+        "RemoveTaint:gpu-1",
+        "ClearNodeState:gpu-1",
+    ]
+    assert kinds(admit) == ["SetNodeState:Cordoned", "AddTaint:gpu-2", "Cordon:gpu-2"]
+
+
+@pytest.mark.parametrize(
+    "leaving",
+    [
+        replace(_finishing("gpu-1"), ready=False),  # NotReady counts against the budget
+        replace(  # backed out, not at its target: the admin's cordon still counts
+            node("gpu-1", st=state(Phase.DRAINING, orig=True), cordoned=True, tainted=True),
+        ),
+    ],
+    ids=["not-ready", "admin-cordoned-backed-out"],
+)
+def test_a_release_that_leaves_the_node_unavailable_frees_no_slot(leaving: NodeView) -> None:
+    nodes = [leaving, node("gpu-2")]
+    want = {n.name: desired() for n in nodes}
+    if leaving.unschedulable and leaving.ready:
+        want["gpu-1"] = desired(invalid="no")
+    p = plan(POOL, policy(maxUnavailable=1), want, nodes, [], [], T0)
     assert len(p.stages) == 1 and {a.node for a in p.actions} == {"gpu-1"}
-    assert p.counts.pending == 1
+    waiting = next(r for r in p.nodes if r.name == "gpu-2")
+    assert waiting.message.startswith("waiting for a disruption slot: 1 of 1 in use: gpu-1")

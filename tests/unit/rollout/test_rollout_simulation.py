@@ -111,7 +111,7 @@ def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: f
                 assert a.node not in settled, f"{a.node} retried a layout that was rolled back"
             world.apply(a)
             run.transcript.append(f"{step:04d} {act.describe(a)}")
-            disrupted = world.disrupted()
+            disrupted = world.disrupted(NEW)
             run.max_disrupted = max(run.max_disrupted, len(disrupted))
             assert len(disrupted) <= limit, f"step {step}: {sorted(disrupted)} > {limit}"
         if len(ran) < len(p.actions):
