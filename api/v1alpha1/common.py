@@ -176,7 +176,8 @@ class RolloutSpec(ApiModel):
     max_unavailable: IntOrString = Field(
         default=1,
         description="How many nodes of the pool may be disrupted at once, as a number or a "
-        "percentage of the pool. Nodes already cordoned or NotReady count against it.",
+        "percentage of the pool. Nodes NotReady, cordoned or carrying Tessera's taint count "
+        "against it; a node cordoned by someone else stops counting once it runs its target.",
     )
     drain: DrainSpec = Field(
         default_factory=DrainSpec, description="Which pods are evicted and how long that may take."
