@@ -141,3 +141,32 @@ def test_a_released_ascend_node_loses_its_mode_label() -> None:
     facts = {"a1": npu_node("a1", pool="z", labels={MODE: "vnpu-template"})}
     assignment = assign([policy("p", "Exclusive", ascend=SOFT)], facts.values())
     assert rollout_targets.stale_mode_labels(assignment, facts) == ("a1",)
+
+
+def test_a_backend_switch_reverted_mid_drain_releases_the_node_at_once() -> None:
+    """Issue 13, item 3: MPS -> TimeSlicing, back to MPS while the node drains."""
+    mps = result_of(policy("p", "MPS", mps={"replicas": 2}))
+    slicing = result_of(policy("p", "TimeSlicing", timeSlicing={"replicas": 4}))
+    facts = gpu_node("n1", labels={LABEL: mps.key or ""})
+    draining = NodeState(
+        phase=Phase.DRAINING,
+        owner="SharingPolicy/p",
+        target=TargetSpec(slicing.key or "", {LABEL: slicing.key}),
+        orig=False,
+        since=NOW,
+        drain_started=NOW,
+    )
+    view = NodeView(
+        "n1",
+        labels=facts.labels,
+        unschedulable=True,
+        allocatable={"nvidia.com/gpu": 16},  # MPS x2 on 8 GPUs, still live
+        taints=(rollout.GEOMETRY_PENDING,),
+        state=draining,
+    )
+    serving = rollout.PodView("ml", "serve", "n1", requests_accelerator=True, uid="u1")
+    back = {"n1": rollout_targets.desired_node(mps, facts)}
+    decided = rollout.plan("SharingPolicy/p", RolloutSpec(), back, [view], [serving], [], NOW)
+    kinds = [type(a).__name__ for a in decided.actions]
+    assert kinds == ["SetNodeState", "RemoveTaint", "Uncordon", "ClearNodeState"], kinds
+    assert decided.verdict.state == "ready"
