@@ -18,7 +18,7 @@ from tessera.api import constants as c
 from tessera.devcluster import fleet
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_agents, namespace
+from .helpers import condition, custom, eventually, gpu_agents, namespace, owned_pod
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
@@ -285,18 +285,29 @@ def _live_manifests(kube: Kube) -> list[dict[str, Any]]:
 
 
 def test_prune_previews_the_deletion_of_what_the_manifests_omit(
-    kube: Kube, operator: OperatorProcess, control_plane: Any, tmp_path: Path
+    kube: Kube, operator: OperatorProcess, agents: None, control_plane: Any, tmp_path: Path
 ) -> None:
     kubeconfig = control_plane.kubeconfig
     nodes = fleet.create_nodes(kube, fleet.pool("plan-prune", "H100-80GB", 2))
-    kube.create(NPG, _npg("plan-prune", LAYOUT_A, approval="Manual"))
+    namespace(kube, "plan-prune-serve")
+    for node in nodes:  # a serving pod under a PDB that lets none go: each node's drain holds
+        owned_pod(kube, "plan-prune-serve", node, node)
+        pdb = {"minAvailable": 1, "selector": {"matchLabels": {"app": node}}}
+        kube.create(
+            "/apis/policy/v1/namespaces/plan-prune-serve/poddisruptionbudgets",
+            {"metadata": {"name": node}, "spec": pdb},
+        )
+    kube.create(NPG, _npg("plan-prune", LAYOUT_A, maxUnavailable=2))
 
-    def tainted(node: str) -> bool:
-        taints = kube.get(path_of("v1", "nodes", node))["spec"].get("taints") or []
-        return any(t["key"] == c.GEOMETRY_PENDING_TAINT for t in taints)
+    def held(node: str) -> bool:
+        obj = kube.get(path_of("v1", "nodes", node))
+        taints = obj["spec"].get("taints") or []
+        phase = (obj["metadata"].get("annotations") or {}).get(c.NODE_PHASE_ANNOTATION)
+        tainted = any(t["key"] == c.GEOMETRY_PENDING_TAINT for t in taints)
+        return tainted and phase in ("Draining", "Blocked")
 
-    # unapproved, the pool keeps its fresh nodes free of pods with its pending taint
-    eventually(lambda: all(tainted(n) for n in nodes), 30, "pending taint on plan-prune nodes")
+    # the pool holds both nodes (cordon, taint, rollout state) while the PDBs hold their drains
+    eventually(lambda: all(held(n) for n in nodes), 60, "plan-prune nodes held mid-drain")
     for ns in ("plan-prune-1", "plan-prune-2"):
         namespace(kube, ns, {"tessera.io/tenant": "plan-prune-q"})
     spec = {
@@ -339,19 +350,20 @@ def test_prune_previews_the_deletion_of_what_the_manifests_omit(
     assert pool["action"] == "delete" and pool["changes"] == []
     released = pool["deletion"]["released"]
     assert [r["node"] for r in released] == nodes
-    assert all(r["then"] == ["remove taint tessera.io/geometry-pending"] for r in released)
+    finalizer = ["remove taint tessera.io/geometry-pending", "uncordon", "clear its rollout state"]
+    assert all(r["then"] == finalizer for r in released), released
     assert pool["deletion"]["kept"] == dict.fromkeys(nodes, "no layout yet")
-    assert "  - plan-prune-0: holds taint tessera.io/geometry-pending" in text
+    assert "  - plan-prune-0: holds rollout " in text and "cordoned by Tessera" in text, text
     # the same from a snapshot
     snap = tmp_path / "prune-cluster.yaml"
     save_snapshot(kubeconfig, snap)
     code, offline, _ = plan(None, manifests, snapshot=snap, prune=True)
     assert code == 2 and offline["deleted"] == doc["deleted"]
     assert _object(offline, "plan-prune")["deletion"] == pool["deletion"]
-    # nothing was written: both objects, the quotas and the taints are still there
+    # nothing was written: both objects, the quotas and the held nodes are still there
     for path in (f"{NPG}/plan-prune", f"{TQ}/plan-prune-q", *quotas):
         assert not kube.get(path)["metadata"].get("deletionTimestamp"), path
-    assert all(tainted(n) for n in nodes)
+    assert all(held(n) for n in nodes)
 
 
 def test_errors_exit_1(control_plane: Any, tmp_path: Path) -> None:
