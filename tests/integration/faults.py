@@ -55,13 +55,17 @@ class Witness:
 
     Built on the simulators' informer, so it re-lists after an API server
     restart instead of losing track. ``on_phase`` is called with each node
-    rollout phase the moment it appears on a Node.
+    rollout phase the moment it appears on a Node. A node counts as disrupted
+    while it is NotReady, carries Tessera's taint or is cordoned; the cordon of
+    a node in ``admin_cordoned`` (set by the test as someone else) counts only
+    through Tessera's taint, since such a node holds no slot once it is done.
     """
 
     kube: Kube
     pool: str
     workload: Workload | None = None
     on_phase: Callable[[str, str], None] = lambda phase, node: None
+    admin_cordoned: frozenset[str] = frozenset()
     disrupted: dict[str, bool] = field(default_factory=dict)
     worst: int = 0
     layouts: dict[str, list[str]] = field(default_factory=dict)  # node -> mig.config values seen
@@ -102,7 +106,11 @@ class Witness:
             if kind == "DELETED":
                 self.disrupted.pop(name, None)
                 return
-            self.disrupted[name] = bool(node["spec"].get("unschedulable")) or not ready
+            cordoned = bool(node["spec"].get("unschedulable")) and name not in self.admin_cordoned
+            tainted = any(
+                t.get("key") == c.GEOMETRY_PENDING_TAINT for t in node["spec"].get("taints") or []
+            )
+            self.disrupted[name] = cordoned or tainted or not ready
             self.worst = max(self.worst, sum(self.disrupted.values()))
             seen = self.layouts.setdefault(name, [])
             layout = labels.get(c.MIG_CONFIG_LABEL)

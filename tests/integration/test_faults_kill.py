@@ -92,7 +92,11 @@ def test_operator_sigkilled_in_each_phase_resumes(
             operator.kill()
             killed.set()
 
-    with restarted_at_exit(operator), Witness(kube, pool, work, trip) as witness:
+    cordoned = frozenset({admin.name})  # done first, then it holds no slot (issue 13, item 5)
+    with (
+        restarted_at_exit(operator),
+        Witness(kube, pool, work, trip, admin_cordoned=cordoned) as witness,
+    ):
         kube.create(
             NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A, maxUnavailable=2))
         )
