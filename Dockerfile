@@ -9,6 +9,7 @@ ARG PYTHON_IMAGE=python:3.12.8-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
+# Only the operator's sources: the dev cluster (devcluster/, the simulators) never enters it.
 COPY pyproject.toml README.md ./
 COPY api/ api/
 COPY operator/ operator/

@@ -12,22 +12,22 @@ STAMP  := $(VENV)/.installed
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml devcluster/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' -e ./devcluster
 	touch $(STAMP)
 
-dev: $(STAMP) ## create .venv and install tessera with the dev extras
+dev: $(STAMP) ## create .venv: tessera with the dev extras, and the dev cluster (devcluster/, `tessera dev`)
 
 controlplane: ## build (or reuse) etcd, kube-apiserver, kube-controller-manager, kubectl
 	@hack/controlplane/build.sh >/dev/null
 
 verify: $(STAMP) ## ruff, mypy --strict, import-linter, generated files are fresh
-	$(VENV)/bin/ruff check operator api tests hack bench
-	$(VENV)/bin/ruff format --check operator api tests hack bench
+	$(VENV)/bin/ruff check operator api devcluster tests hack bench
+	$(VENV)/bin/ruff format --check operator api devcluster tests hack bench
 	hack/typecheck-tree
-	$(VENV)/bin/mypy -p tessera
+	$(VENV)/bin/mypy -p tessera -p devcluster
 	$(VENV)/bin/mypy hack/gen_crds.py hack/render_deploy.py
 	PYTHONPATH=.typecheck $(VENV)/bin/lint-imports
 	$(PY) hack/gen_crds.py --check

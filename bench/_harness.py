@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devcluster import fleet
+from devcluster.controlplane import ControlPlane, find_binaries
 from tessera.adapters.kube import ApiError, Kube, path_of
-from tessera.devcluster import fleet
-from tessera.devcluster.controlplane import ControlPlane, find_binaries
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -15,8 +15,8 @@ import math
 import time
 from typing import Any
 
+from devcluster import fleet, gpunode
 from tessera.api import constants as c
-from tessera.devcluster import fleet, gpunode
 
 from ._harness import Operator, Row, WriteMeter, control_plane, create_nodes, table, wait_until
 

@@ -20,9 +20,9 @@ import sys
 import time
 from typing import Any
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet
 
 from ._harness import (
     Operator,

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
+from devcluster.controlplane import find_binaries
 from tessera.api.constants import GROUP
 from tessera.api.v1alpha1 import KINDS
-from tessera.devcluster.controlplane import find_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from devcluster import identity
+from devcluster.controlplane import ControlPlane, find_binaries, free_port
 from tessera.adapters.kube import Kube
-from tessera.devcluster import identity
-from tessera.devcluster.controlplane import ControlPlane, find_binaries, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

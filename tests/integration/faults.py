@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from devcluster import fleet
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet
 
 from .conftest import OperatorProcess
 from .helpers import condition, eventually, gpu_agents, gpu_pod, namespace

@@ -103,7 +103,7 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def gpu_agents(kube: Kube) -> Iterator[None]:
     """The simulated GPU node agents and kubelet, for the duration of a fixture."""
-    from tessera.devcluster import gpunode, kubelet
+    from devcluster import gpunode, kubelet
 
     namespace(kube, "gpu-operator")
     sims = [

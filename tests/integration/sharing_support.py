@@ -7,10 +7,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from devcluster import fleet, gpunode
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, gpunode
 
 from .helpers import condition, custom, eventually
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from devcluster import fleet, identity, kubelet, npunode
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.agent.vnpu import ERROR_ANNOTATION, RECORD_ANNOTATION
 from tessera.api import constants as c
-from tessera.devcluster import fleet, identity, kubelet, npunode
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually

@@ -10,7 +10,7 @@ The module creates no ``gpu-operator`` namespace: run alone, it is a cluster
 of Ascend nodes only, where the device-plugin ConfigMap cannot be written and
 HAMi's entries must be written all the same.
 
-HAMi's Ascend device plugin is simulated (``tessera.devcluster.hami_ascend``)
+HAMi's Ascend device plugin is simulated (``devcluster.hami_ascend``)
 on every node here, all labelled ``ascend=on``: it reads
 ``hami-device-node-config`` and, per node, registers ``vDeviceCount`` slots per
 card as allocatable (7 per 310P3 card when no count is set), lists the two
@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster import fleet, hami_ascend, kubelet
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, hami_ascend, kubelet
 from tessera.domain.sharing import rollout_targets
 
 from .conftest import OperatorProcess

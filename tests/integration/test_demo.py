@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devcluster import cli, demo, identity
+from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import Kube
-from tessera.cli import dev
-from tessera.devcluster import demo, identity
-from tessera.devcluster.controlplane import ControlPlane
 
 from .conftest import ROOT, Kubectl, OperatorProcess
 from .helpers import eventually
@@ -84,7 +83,7 @@ def test_the_explore_hint_runs_as_printed_in_a_shell_without_the_venv(
     control_plane: ControlPlane, kubectl: Kubectl, demo_agents: Path, tmp_path: Path
 ) -> None:
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
-    hint = dev.explore_hint(control_plane.kubeconfig, control_plane.kubectl)
+    hint = cli.explore_hint(control_plane.kubeconfig, control_plane.kubectl)
     script = "set -e\n" + "\n".join(line.strip() for line in hint.splitlines())
     # A fresh shell elsewhere: no venv on PATH, no KUBECONFIG, not in the repository, and no
     # kubectl on PATH (tessera plan renders config/samples, a kustomization, with one).

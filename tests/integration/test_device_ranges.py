@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster import fleet, gpunode
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, gpunode
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually, gpu_agents

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from devcluster import fleet, kubelet, npunode
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, kubelet, npunode
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually

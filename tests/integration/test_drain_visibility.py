@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from devcluster import fleet
+from devcluster.controlplane import ControlPlane
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet
-from tessera.devcluster.controlplane import ControlPlane
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually, gpu_agents, namespace, owned_pod

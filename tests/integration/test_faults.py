@@ -26,10 +26,10 @@ import itertools
 import threading
 from pathlib import Path
 
+from devcluster import fleet, gpunode, kubelet
+from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet, gpunode, kubelet
-from tessera.devcluster.controlplane import ControlPlane
 
 from .conftest import OperatorProcess
 from .faults import (

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube
-from tessera.devcluster import fleet
 
 from .conftest import OperatorProcess
 from .faults import (

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube
-from tessera.devcluster import fleet
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually, namespace

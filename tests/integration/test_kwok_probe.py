@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 
 import pytest
 
+from devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
+from devcluster.kubelet import publish_devices
+from devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
 from tessera.adapters.kube import Kube, path_of
-from tessera.devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
-from tessera.devcluster.kubelet import publish_devices
-from tessera.devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
 
 from .helpers import condition, eventually, namespace
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
+from devcluster import fleet
+from devcluster.controlplane import ControlPlane, free_port
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet
-from tessera.devcluster.controlplane import ControlPlane, free_port
 from tessera.domain import lease
 
 from .conftest import ROOT, Kubectl, OperatorProcess

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually, gpu_agents, namespace, owned_pod

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet
 
 from .conftest import ROOT, Kubectl
 from .helpers import custom, eventually, namespace

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.controllers.runtime import pod_index
-from tessera.devcluster import fleet
 from tessera.domain.rollout import PodView
 
 from .helpers import eventually, gpu_pod, namespace

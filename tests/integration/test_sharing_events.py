@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from devcluster import gpunode
 from tessera.adapters.kube import Kube, path_of
-from tessera.devcluster import gpunode
 
 from .conftest import OperatorProcess
 from .helpers import eventually, namespace

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from devcluster import gpunode, kubelet
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-from tessera.devcluster import gpunode, kubelet
 
 from .conftest import OperatorProcess
 from .helpers import condition, eventually, namespace, owned_pod

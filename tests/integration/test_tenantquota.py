@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
+from devcluster import fleet
 from tessera.adapters.kube import ApiError, Kube, path_of
-from tessera.devcluster import fleet
 
 from .conftest import OperatorProcess
 from .helpers import condition, custom, eventually, gpu_pod, namespace

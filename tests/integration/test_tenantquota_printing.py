@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
-from tessera.devcluster import fleet
 
 from .conftest import Kubectl, OperatorProcess
 from .helpers import condition, custom, eventually, namespace

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,13 @@ def test_the_wheel_installs_into_a_clean_venv_and_tessera_runs(tmp_path: Path) -
         timeout=300,
     )
     (wheel,) = wheels.glob("tessera_operator-*.whl")
+    # The simulators (devcluster/, a distribution of its own) are not in the wheel.
+    with zipfile.ZipFile(wheel) as archive:
+        files = archive.namelist()
+    assert "tessera/cli/main.py" in files and "tessera/domain/geometry/placement.py" in files
+    simulators = [f for f in files if "devcluster" in f or f.split("/")[0] == "devcluster"]
+    assert simulators == []
+    assert all(f.startswith(("tessera/", "tessera_operator-")) for f in files), files
     env = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env)
     pip = [str(env / "bin" / "python"), "-m", "pip", "install", "--quiet"]
@@ -58,6 +66,25 @@ def test_the_wheel_installs_into_a_clean_venv_and_tessera_runs(tmp_path: Path) -
     ).stdout
     for command in ("run", "agent", "geometry"):
         assert command in help_text
+    # No simulator module can be imported, and `tessera dev` says what it needs.
+    python = str(env / "bin" / "python")
+    for module in ("tessera.devcluster", "devcluster", "devcluster.gpunode"):
+        missing = subprocess.run(
+            [python, "-c", f"import {module}"], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert missing.returncode == 1 and "ModuleNotFoundError" in missing.stderr, module
+    dev = subprocess.run(
+        [str(env / "bin" / "tessera"), "dev", "demo"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert dev.returncode == 1
+    assert "tessera dev needs a checkout with `make dev`" in dev.stderr
+
+
+def test_the_image_copies_no_simulator() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.M)
+    assert copied and not any("devcluster" in c for c in copied)
+    assert "devcluster" in (ROOT / ".dockerignore").read_text().split()
 
 
 def test_the_dockerfile_is_multi_stage_pinned_and_non_root() -> None:

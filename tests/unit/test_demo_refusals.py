@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tessera.devcluster import demo
+from devcluster import demo
 
 DENIED = 'nodes "n-1" is forbidden: User "system:serviceaccount:tessera-agent:tessera-agent"'
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from devcluster import hami_ascend
 from tessera.api import constants as c
-from tessera.devcluster import hami_ascend
 from tessera.domain.sharing import nodes
 
 P310 = hami_ascend.CHIPS["310P3"]

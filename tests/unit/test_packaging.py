@@ -26,6 +26,15 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     assert _package_folders() - listed == set()
 
 
+def test_the_dev_cluster_is_a_distribution_of_its_own_not_a_package_of_the_operator() -> None:
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert not [p for p in listed if "devcluster" in p]
+    assert not (ROOT / "operator" / "devcluster").exists()
+    own = tomllib.loads((ROOT / "devcluster" / "pyproject.toml").read_text())
+    assert own["tool"]["setuptools"]["packages"] == ["devcluster"]
+    assert own["project"]["entry-points"]["tessera.cli"] == {"dev": "devcluster.cli:register"}
+
+
 def test_stdlib_operator_and_tessera_both_import_from_the_repository_root() -> None:
     code = "import operator, tessera; assert operator.eq(1, 1); print(tessera.__version__)"
     for argv in ([sys.executable, "-c", code], [sys.executable, "-m", "pytest", "--version"]):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from devcluster import fleet
 from tessera.api import constants as c
-from tessera.devcluster import fleet
 from tessera.domain import cluster, pools
 from tessera.domain.preview import Cluster, ObjectPreview, Preview, Raw
 

@@ -7,7 +7,8 @@ mig-parted ConfigMap), the device plugin's config-manager
 (``nvidia.com/device-plugin.config`` → a key of the device-plugin ConfigMap)
 and GPU Feature Discovery (labels). This agent plays all three for every
 simulated GPU node, so Tessera is tested against the protocol, not against
-itself. Fault injection by node annotation: ``sim.tessera.io/mig-fail``
+itself: whether a layout fits a GPU is decided from the simulator's own placement table
+(``migmanager``, ``mig_placements.yaml``), never by Tessera's code. Fault injection by node annotation: ``sim.tessera.io/mig-fail``
 makes the MIG manager report failed (``true``: every time, ``once``: the next
 apply only, ``except:<config>``: for every config but that one), ``sim.tessera.io/mig-stuck`` leaves it
 pending forever.
@@ -26,9 +27,9 @@ import yaml
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-from tessera.domain.geometry import catalog, placement
 
-from . import kubelet
+from . import hardware, kubelet, migmanager
+from .migmanager import MigError
 
 log = logging.getLogger(__name__)
 APPLIED_MIG = "sim.tessera.io/mig-applied"
@@ -44,37 +45,6 @@ class Names:
     mig_name: str = c.MIG_PARTED_CONFIGMAP_NAME
     plugin_namespace: str = c.DEVICE_PLUGIN_CONFIGMAP_NAMESPACE
     plugin_name: str = c.DEVICE_PLUGIN_CONFIGMAP_NAME
-
-
-class MigError(ValueError):
-    """The MIG manager would fail to apply this config."""
-
-
-def mig_resources(
-    model_id: str, gpu_count: int, entries: list[Mapping[str, Any]], strategy: str
-) -> dict[str, int]:
-    """Resources the device plugin advertises for a mig-parted config on this node."""
-    model = catalog.resolve(model_id)
-    per_gpu: list[dict[str, int]] = [{} for _ in range(gpu_count)]
-    enabled = [False] * gpu_count
-    for entry in entries:
-        devices = entry.get("devices", "all")
-        indexes = range(gpu_count) if devices == "all" else [i for i in devices if i < gpu_count]
-        for i in indexes:
-            enabled[i] = bool(entry.get("mig-enabled", False))
-            per_gpu[i] = dict(entry.get("mig-devices") or {}) if enabled[i] else {}
-    out: dict[str, int] = {}
-    for i in range(gpu_count):
-        if not enabled[i]:
-            out["nvidia.com/gpu"] = out.get("nvidia.com/gpu", 0) + 1
-            continue
-        answer = placement.place(model, per_gpu[i])
-        if not answer.valid:
-            raise MigError(f"GPU {i}: {answer.reason}")
-        for profile, count in per_gpu[i].items():
-            key = "nvidia.com/gpu" if strategy == "single" else f"nvidia.com/mig-{profile}"
-            out[key] = out.get(key, 0) + count
-    return out
 
 
 def shared_resources(
@@ -166,10 +136,10 @@ class GpuNodeAgents:
                 injected and injected.startswith("except:") and injected != f"except:{wanted}"
             ):
                 raise MigError("injected failure")
-            self._mig_entries(wanted)  # a missing config fails like mig-parted does
+            self._advertised(node, self._mig_entries(wanted))  # fails like mig-parted does
             self._label(name, {c.MIG_CONFIG_STATE_LABEL: "success"}, {APPLIED_MIG: wanted})
             self._refresh(name)
-        except (MigError, KeyError) as err:
+        except (MigError, hardware.UnknownHardwareError) as err:
             self._label(
                 name,
                 {c.MIG_CONFIG_STATE_LABEL: "failed"},
@@ -187,19 +157,15 @@ class GpuNodeAgents:
         """Recompute what the device plugin advertises and what GFD labels say."""
         node = self.kube.get(path_of("v1", "nodes", name))
         labels = node["metadata"].get("labels", {})
-        model = labels[c.GPU_PRODUCT_LABEL]
-        count = int(labels.get(c.GPU_COUNT_LABEL, "0"))
-        strategy = labels.get(c.MIG_STRATEGY_LABEL, "mixed")
-        applied_mig = node["metadata"].get("annotations", {}).get(APPLIED_MIG)
-        entries = (
-            self._mig_entries(applied_mig)
-            if applied_mig and labels.get(c.MIG_CONFIG_STATE_LABEL) == "success"
-            else []
+        applied = (
+            node["metadata"].get("annotations", {}).get(APPLIED_MIG)
+            if labels.get(c.MIG_CONFIG_STATE_LABEL) == "success"
+            else None
         )
         try:
-            base = mig_resources(model, count, entries, strategy)
-        except MigError:
-            return
+            base = self._advertised(node, self._mig_entries(applied) if applied else [])
+        except (MigError, hardware.UnknownHardwareError):
+            return  # nothing a device plugin could advertise from
         key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
         config, error = self._plugin_config(key)
         if error:
@@ -213,18 +179,27 @@ class GpuNodeAgents:
             {APPLIED_PLUGIN: key, PLUGIN_ERROR: None},
         )
 
+    @staticmethod
+    def _advertised(node: Mapping[str, Any], entries: list[Mapping[str, Any]]) -> dict[str, int]:
+        """MIG resources of the node's GPUs under ``entries``; MigError when a GPU cannot hold
+        its layout on the simulator's own placement table."""
+        labels = node["metadata"].get("labels", {})
+        return migmanager.resources(
+            hardware.gpu(labels[c.GPU_PRODUCT_LABEL]),
+            int(labels.get(c.GPU_COUNT_LABEL, "0")),
+            entries,
+            labels.get(c.MIG_STRATEGY_LABEL, "mixed"),
+        )
+
     # -- API plumbing ------------------------------------------------------------------------
 
     def _mig_entries(self, config_name: str) -> list[Mapping[str, Any]]:
         cm = self.kube.get_or_none(
             path_of("v1", "configmaps", self.names.mig_name, self.names.mig_namespace)
         )
-        data = yaml.safe_load((cm or {}).get("data", {}).get(c.MIG_PARTED_CONFIGMAP_KEY, "")) or {}
-        configs = data.get("mig-configs", {})
-        if config_name not in configs:
-            raise MigError(f"config {config_name!r} not found in mig-parted ConfigMap")
-        entries: list[Mapping[str, Any]] = configs[config_name]
-        return entries
+        return migmanager.config_entries(
+            (cm or {}).get("data", {}).get(c.MIG_PARTED_CONFIGMAP_KEY, ""), config_name
+        )
 
     def _plugin_config(self, key: str) -> tuple[Mapping[str, Any] | None, str]:
         if not key:

@@ -5,7 +5,8 @@ argument syntax (hami_ascend.md §4.6): ``set -t create-vnpu -i ID -c CHIP -f
 TEMPLATE [-v VNPU_ID] [-g VGROUP]`` and ``set -t destroy-vnpu -i ID -c CHIP
 -v VNPU_ID``. It refuses what a chip would refuse — an unknown template, more
 AI cores than the chip has, a duplicate or unknown vNPU id — so agent tests
-exercise real failure paths. ``FAKE_NPU_SMI_CHIP`` names the chip
+exercise real failure paths. What a chip holds comes from the simulator's own table
+(``npu_chips.yaml``), never from Tessera's. ``FAKE_NPU_SMI_CHIP`` names the chip
 (default 310P3); ``FAKE_NPU_SMI_FAIL=1`` makes every command fail.
 """
 
@@ -17,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from tessera.domain.geometry import ascend
+from devcluster import hardware
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         print("Status : Error  Message : device busy")
         return 1
     state = json.loads(args.state.read_text()) if args.state.exists() else {}
-    chip = ascend.resolve_chip(os.environ.get("FAKE_NPU_SMI_CHIP", "310P3"))
+    chip = hardware.npu_chip(os.environ.get("FAKE_NPU_SMI_CHIP", "310P3"))
     vnpus: dict[str, dict[str, object]] = state.setdefault(str(args.npu), {})
     if args.type == "create-vnpu":
-        template = chip.by_name.get(args.template or "")
+        template = chip.templates.get(args.template or "")
         if template is None:
             print(f"Status : Error  Message : template {args.template} not supported")
             return 1
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             print("Status : Error  Message : resource not enough or vnpu id in use")
             return 1
         vnpus[str(args.vnpu)] = {
-            "template": template.name,
+            "template": args.template,
             "ai_core": template.ai_core,
             "vgroup": args.vgroup,
         }
@@ -71,7 +72,7 @@ def install(directory: Path, chip: str = "310P3") -> Path:
     script = directory / "npu-smi"
     script.write_text(
         "#!/bin/sh\n"
-        f"FAKE_NPU_SMI_CHIP={chip} exec {sys.executable} -m tessera.devcluster.fake_npu_smi "
+        f"FAKE_NPU_SMI_CHIP={chip} exec {sys.executable} -m devcluster.fake_npu_smi "
         f'--state {directory / "state.json"} "$@"\n'
     )
     script.chmod(0o755)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-from tessera.domain.geometry import ascend, catalog
+
+from . import hardware
 
 SIMULATED_LABEL = "sim.tessera.io/simulated"
 
@@ -21,7 +22,7 @@ SIMULATED_LABEL = "sim.tessera.io/simulated"
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
-    model: str  # canonical GPU id (H100-80GB …) or an Ascend chip (Ascend310P3 …)
+    model: str  # a GPU model (H100-80GB …) or an Ascend chip (Ascend310P3 …) of ``hardware``
     devices: int = 8
     pool: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -29,7 +30,7 @@ class NodeSpec:
 
     @property
     def is_ascend(self) -> bool:
-        return self.model.startswith("Ascend")
+        return hardware.is_npu(self.model)
 
 
 def node_manifest(spec: NodeSpec) -> dict[str, object]:
@@ -37,14 +38,13 @@ def node_manifest(spec: NodeSpec) -> dict[str, object]:
     if spec.pool:
         labels[c.POOL_LABEL] = spec.pool
     if spec.is_ascend:
-        chip = ascend.resolve_chip(spec.model)
+        chip = hardware.npu_chip(spec.model)
         labels[c.NPU_CHIP_NAME_LABEL] = chip.chip
         labels[c.NPU_COUNT_LABEL] = str(spec.devices)
         resources = {f"huawei.com/{chip.whole_resource}": str(spec.devices)}
     else:
-        model = catalog.resolve(spec.model)
         labels |= {
-            c.GPU_PRODUCT_LABEL: model.product_labels[0] if model.product_labels else model.id,
+            c.GPU_PRODUCT_LABEL: hardware.gpu(spec.model).product,
             c.GPU_COUNT_LABEL: str(spec.devices),
             c.MIG_STRATEGY_LABEL: "mixed",
             "nvidia.com/mig.capable": "true",

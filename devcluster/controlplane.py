@@ -50,7 +50,7 @@ def find_binaries() -> Path:
         preset = os.environ.get(var)
         if preset:
             return Path(preset)
-    script = Path(__file__).resolve().parents[2] / "hack" / "controlplane" / "build.sh"
+    script = Path(__file__).resolve().parents[1] / "hack" / "controlplane" / "build.sh"
     out = subprocess.run([str(script)], check=True, capture_output=True, text=True)
     return Path(out.stdout.strip().splitlines()[-1])
 

@@ -35,9 +35,8 @@ import yaml
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-from tessera.domain.geometry import ascend
 
-from . import kubelet
+from . import hardware, kubelet
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -164,8 +163,8 @@ class HamiAscendPlugin:
         meta = node["metadata"]
         labels = meta.get("labels") or {}
         try:
-            chip = CHIPS[ascend.resolve_chip(labels[c.NPU_CHIP_NAME_LABEL]).chip]
-        except (KeyError, ascend.UnknownChipError):
+            chip = CHIPS[hardware.npu_chip(labels[c.NPU_CHIP_NAME_LABEL]).chip]
+        except KeyError:  # UnknownHardwareError too
             return  # HAMi ships no config for this chip: ADP would not start
         count = labels.get(c.NPU_COUNT_LABEL, "0")
         cards = int(count) if count.isdigit() else 0

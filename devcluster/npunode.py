@@ -24,13 +24,12 @@ from typing import Any
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.domain.geometry import ascend
 
-from . import fake_npu_smi, identity, kubelet
+from . import fake_npu_smi, hardware, identity, kubelet
 
 
 def advertised(
-    chip: ascend.Chip, npus: int, state: Mapping[str, Mapping[str, Any]]
+    chip: hardware.NpuChip, npus: int, state: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, int]:
     """What the Ascend device plugin advertises for the vNPUs npu-smi reports."""
     out: dict[str, int] = {}
@@ -40,7 +39,7 @@ def advertised(
             key = f"huawei.com/{chip.whole_resource}"
             out[key] = out.get(key, 0) + 1
         for vnpu in created.values():
-            template = chip.by_name[str(vnpu["template"])]
+            template = chip.templates[str(vnpu["template"])]
             key = f"huawei.com/{template.resource}"
             out[key] = out.get(key, 0) + 1
     return out
@@ -135,9 +134,7 @@ class AscendNodes:
         with self._lock:
             if name not in self.agents:
                 self.agents[name] = self._start_agent(name, chip_name)
-        self._advertise(
-            name, ascend.resolve_chip(chip_name), int(labels.get(c.NPU_COUNT_LABEL, "0"))
-        )
+        self._advertise(name, hardware.npu_chip(chip_name), int(labels.get(c.NPU_COUNT_LABEL, "0")))
 
     def _start_agent(self, node: str, chip_name: str) -> AgentProcess:
         folder = self.workdir / node
@@ -164,7 +161,7 @@ class AscendNodes:
             )
         return AgentProcess(node, folder, proc)
 
-    def _advertise(self, name: str, chip: ascend.Chip, npus: int) -> None:
+    def _advertise(self, name: str, chip: hardware.NpuChip, npus: int) -> None:
         node = self.kube.get(path_of("v1", "nodes", name))
         devices = advertised(chip, npus, self.npu_smi_state(name))
         kubelet.publish_devices(self.kube, node, "huawei.com/", devices)

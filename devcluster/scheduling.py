@@ -72,7 +72,7 @@ def find_kwok() -> Path:
     preset = os.environ.get("TESSERA_KWOK_BIN")
     if preset:
         return Path(preset)
-    script = Path(__file__).resolve().parents[2] / "hack" / "build-tool.sh"
+    script = Path(__file__).resolve().parents[1] / "hack" / "build-tool.sh"
     out = subprocess.run([str(script), "kwok"], check=True, capture_output=True, text=True)
     return Path(out.stdout.strip().splitlines()[-1])
 

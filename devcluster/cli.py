@@ -1,0 +1,171 @@
+"""``tessera dev``: a local cluster to try Tessera on (``make demo`` / ``make demo-down``).
+
+Registered by this distribution as the ``tessera.cli`` entry point ``dev``, which the
+operator's CLI loads when it is installed (a checkout after ``make dev``); the operator's
+wheel has neither this module nor any import of it.
+
+``demo`` starts (or reuses) the control plane, creates the simulated nodes of
+``devcluster.demo``, installs ``config/rbac``, starts the simulated agents
+(``tessera dev agents``; the vNPU agents among them run as the ``tessera-agent``
+ServiceAccount) and the operator (``tessera run``, as the ``tessera`` ServiceAccount)
+in the background — both recorded in the session, so ``down`` stops them — applies
+``config/samples`` and shows the pools rolling out until everything is Ready or a
+deadline. A call refused to the operator or an agent fails it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: crds/, config/
+BACKGROUND = ("agents", "operator")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dev = subparsers.add_parser("dev", help="local control plane and simulated nodes")
+    sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+    demo = sub.add_parser("demo", help="start (or reuse) the demo cluster and apply the samples")
+    demo.add_argument("--state-dir", type=Path, default=Path(".demo"))
+    demo.add_argument(
+        "--timeout", type=float, default=150.0, help="seconds to wait for everything to be Ready"
+    )
+    demo.set_defaults(func=_demo)
+    down = sub.add_parser("down", help="stop everything the demo started")
+    down.add_argument("--state-dir", type=Path, default=Path(".demo"))
+    down.set_defaults(func=_down)
+    agents = sub.add_parser(
+        "agents", help="run the simulated node agents and kubelet (foreground, until SIGTERM)"
+    )
+    agents.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    agents.add_argument("--workdir", type=Path, default=Path(".demo") / "agents")
+    agents.set_defaults(func=_agents)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from devcluster import demo
+    from devcluster import session as dev_session
+    from tessera.adapters.kube import Kube
+
+    started = time.monotonic()
+    state = args.state_dir.resolve()
+    print("==> starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
+    demo.prune(state, BACKGROUND)
+    session, fresh = dev_session.up(state)
+    print("    started" if fresh else "    already running; reusing it")
+
+    def kubectl(*argv: str) -> str:
+        out = subprocess.run(
+            [str(session.kubectl), f"--kubeconfig={session.kubeconfig}", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if out.returncode != 0:
+            sys.stderr.write(out.stderr)
+            raise SystemExit(1)
+        return out.stdout
+
+    print("==> installing Tessera's CRDs")
+    kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    kube = Kube.from_kubeconfig(str(session.kubeconfig))
+    created = demo.build(kube)
+    pools = ", ".join(f"{n}x {m} ({p})" for p, m, n, _ in demo.DEMO.pools)
+    print(f"==> simulated nodes: {pools}; {len(created)} created now")
+    print("==> installing config/rbac: the operator and the vNPU agents run as its ServiceAccounts")
+    kubectl("apply", "-f", str(ROOT / "config" / "agent" / "namespace.yaml"))
+    kubectl("apply", "-k", str(ROOT / "config" / "rbac"))
+    marks = demo.log_marks(state)
+    config = f"--kubeconfig={session.kubeconfig}"  # the simulators' (kubelet, plugins): admin
+    session = demo.spawn(
+        session, "agents", ["dev", "agents", config, f"--workdir={state / 'agents'}"]
+    )
+    operator = f"--kubeconfig={demo.operator_kubeconfig(kube, state)}"
+    session = demo.spawn(
+        session, "operator", ["run", operator, "--metrics-port=0", "--resync-seconds=10"]
+    )
+    print(
+        f"==> agents and operator running (logs: {state}/agents.log, {state}/operator.log,"
+        f" vNPU agents {state}/agents/NODE/agent.log)"
+    )
+    print("==> applying config/samples")
+    print(kubectl("apply", "-k", str(ROOT / "config" / "samples")), end="")
+    waiting_ok = () if demo.has_ascend_agents() else ("ascend-310p",)
+    ready = _watch(kube, args.timeout, waiting_ok)
+    kube.close()
+    refused = demo.refusals(state, marks)
+    for line in refused[:10]:
+        print(f"    refused: {line}")
+    print(f"==> kubectl get tessera ({time.monotonic() - started:.0f}s)")
+    print(kubectl("get", "tessera"), end="")
+    if waiting_ok:
+        print("    (ascend-310p waits for the Ascend vNPU agent, not part of this build yet)")
+    print("\nExplore with:")
+    print(explore_hint(session.kubeconfig, session.kubectl))
+    print("Stop with: make demo-down")
+    return 0 if ready and not refused else 1
+
+
+def explore_hint(kubeconfig: Path, kubectl: Path) -> str:
+    """Commands to paste into any shell: absolute paths, as neither kubectl nor tessera may be
+    on PATH (tessera lives in the venv that ran this command)."""
+    tessera = Path(sys.executable).with_name("tessera")
+    return "\n".join(
+        [
+            f"  export KUBECONFIG={kubeconfig} TESSERA_KUBECTL={kubectl}  # plan renders kustomize",
+            f"  alias kubectl={kubectl} tessera={tessera}  # or: source {tessera.parent}/activate",
+            "  kubectl get tessera; kubectl get npg h100-inference -o yaml",
+            f"  tessera plan -f {ROOT / 'config' / 'samples'}/   # preview a change before applying it",
+        ]
+    )
+
+
+def _watch(kube: object, timeout: float, waiting_ok: tuple[str, ...]) -> bool:
+    """Redraw the progress table every second until every object is Ready or the deadline."""
+    from devcluster import demo
+
+    deadline = time.monotonic() + timeout
+    tty = sys.stdout.isatty()
+    shown, last = 0, ""
+    while True:
+        rows = demo.rows(kube)  # type: ignore[arg-type]
+        text = demo.table(rows)
+        if tty and shown:
+            sys.stdout.write(f"\x1b[{shown}F\x1b[J")
+        if tty or text != last:
+            print(text, flush=True)
+            shown, last = text.count("\n") + 1, text
+        done = demo.settled(rows, waiting_ok)
+        if done or time.monotonic() > deadline:
+            if not done:
+                print(f"    not everything is Ready after {timeout:.0f}s; see the operator log")
+            return done
+        time.sleep(1.0)  # the refresh interval of the live table
+
+
+def _agents(args: argparse.Namespace) -> int:
+    from devcluster import demo
+    from tessera.adapters.kube import Kube
+
+    kube = Kube.from_kubeconfig(args.kubeconfig)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    demo.stop_on_signal(stop)
+    print("simulated agents running; SIGTERM stops them", flush=True)
+    demo.run_agents(kube, args.workdir, stop)
+    kube.close()
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from devcluster import session as dev_session
+
+    stopped = dev_session.down(args.state_dir.resolve())
+    print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0

@@ -1,1 +1,0 @@
-"""tessera.devcluster."""
