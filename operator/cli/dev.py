@@ -26,16 +26,22 @@ MISSING = (
 
 
 def register(subparsers: Subparsers) -> None:
+    why = ""
     for entry in entry_points(group=GROUP, name="dev"):
-        cast("Callable[[Subparsers], None]", entry.load())(subparsers)
+        try:
+            plugin = cast("Callable[[Subparsers], None]", entry.load())
+        except ImportError as err:  # a moved or broken checkout must not break `tessera run`
+            why = f" (its entry point {entry.value} does not load: {err})"
+            break
+        plugin(subparsers)
         return
     dev = subparsers.add_parser(
         "dev", help="local control plane and simulated nodes (needs a checkout with `make dev`)"
     )
     dev.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    dev.set_defaults(func=_missing)
+    dev.set_defaults(func=lambda _: _missing(why))
 
 
-def _missing(args: argparse.Namespace) -> int:
-    print(MISSING, file=sys.stderr)
+def _missing(why: str) -> int:
+    print(MISSING + why, file=sys.stderr)
     return 1

@@ -3,7 +3,7 @@ cluster is not installed (the operator's wheel and image) it says what it needs 
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoints
+from importlib.metadata import EntryPoint, EntryPoints
 
 import pytest
 
@@ -31,3 +31,14 @@ def test_without_the_dev_cluster_tessera_dev_says_so_and_exits_1(
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "tessera dev needs a checkout with `make dev`" in err
+
+
+def test_a_dev_cluster_that_does_not_load_leaves_the_other_commands_working(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = EntryPoint("dev", "devcluster.gone:register", dev.GROUP)
+    monkeypatch.setattr(dev, "entry_points", lambda **_: EntryPoints((broken,)))
+    assert main(["dev", "demo"]) == 1
+    err = capsys.readouterr().err
+    assert "needs a checkout with `make dev`" in err and "devcluster.gone" in err
+    assert main(["geometry", "models"]) == 0
