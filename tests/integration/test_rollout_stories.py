@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from devcluster import fleet
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.devcluster import fleet
 
 from . import sharing_support as sharing
 from .conftest import OperatorProcess
