@@ -5,8 +5,11 @@ open, the plan is approved (``approval: Manual``), its drain is not known to
 be impossible (a pod kubectl would refuse to evict: better to report it than
 to leave a node cordoned for nothing, the pre-flight idea of k/k PR #45233),
 and a disruption slot is free. A node that is already unschedulable takes no
-slot (it is already counted as unavailable) and will be left cordoned at the
-end, since Tessera did not cordon it.
+new slot (it is already counted as unavailable) and will be left cordoned at
+the end, since Tessera did not cordon it; but Tessera's taint goes on it as on
+any node it changes, so it starts only while fewer than ``maxUnavailable``
+nodes carry Tessera's marks: several nodes cordoned by others are changed one
+budget at a time, never all at once.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ def disrupted(nodes: Sequence[NodeView], desired: Mapping[str, DesiredNode]) -> 
         elif n.unschedulable and not done(n, d):
             out[n.name] = "cordoned by someone else"
     return out
+
+
+def marked(nodes: Sequence[NodeView], taken: Mapping[str, str]) -> dict[str, str]:
+    """The nodes of ``taken`` that carry Tessera's own marks (a rollout in flight, its
+    taint): what an outside observer counts as held by Tessera."""
+    tainted = {n.name for n in nodes if n.has_taint(GEOMETRY_PENDING)}
+    return {n: why for n, why in taken.items() if why == "being changed" or n in tainted}
 
 
 def done(node: NodeView, d: DesiredNode | None) -> bool:
@@ -95,6 +105,7 @@ def admit(
         return None, []
     closed = gate(ctx, desired, approved)
     taken = {n: why for n, why in disrupted(nodes, desired).items() if n not in freed}
+    held = marked(nodes, taken)
     limit = gates.budget(ctx.policy.max_unavailable, len(desired))
     free = limit - len(taken)
     pods = {
@@ -127,9 +138,14 @@ def admit(
             wait.why = closed[1]
         elif not node.ready:
             wait.why = f"{node.name} is NotReady"
+        elif node.unschedulable and node.name in taken and len(held) >= limit:
+            wait.why = (
+                f"already unschedulable; waiting for a disruption slot: {in_use(held, limit)}"
+            )
         elif node.unschedulable and node.name in taken:
-            slot = "already unschedulable, takes no slot and stays cordoned afterwards"
+            slot = "already unschedulable, takes no new slot and stays cordoned afterwards"
             outcomes.append(start(ctx, node, d, slot, wait))
+            held[node.name] = "being changed"
             continue
         elif free <= 0:
             wait.why = f"waiting for a disruption slot: {in_use(taken, limit)}"
@@ -137,7 +153,7 @@ def admit(
             slot = f"{free} of {limit} disruption slots free"
             outcomes.append(start(ctx, node, d, slot, wait))
             free -= 1
-            taken[node.name] = "being changed"
+            taken[node.name] = held[node.name] = "being changed"
             continue
         outcomes.append(wait)
     return closed, outcomes

@@ -138,6 +138,8 @@ def test_plan_invariants(
                 started.add(a.node)
                 admitted |= set() if a.node in taken else {a.node}
         assert len(admitted) <= max(0, budget(spec.max_unavailable, len(nodes)) - len(taken))
+        if started:  # a node cordoned by someone else takes no new slot, but Tessera's marks do
+            assert len(_held_after(nodes, p.stages)) <= budget(spec.max_unavailable, len(nodes))
         # Nodes admitted here hold a slot from now on; a node released here frees its slot
         # for the next stage's admissions.
         taken |= admitted
@@ -147,6 +149,23 @@ def test_plan_invariants(
             if isinstance(a, act.ClearNodeState) and _released(by_name[a.node], want[a.node], stage)
         }
     assert len(p.problems) <= 20
+
+
+def _held_after(nodes: Sequence[NodeView], stages: Sequence[Sequence[act.Action]]) -> set[str]:
+    """Nodes carrying Tessera's marks (its taint, a rollout in flight) once ``stages`` land:
+    what an outside observer counts as held by Tessera."""
+    tainted = {n.name for n in nodes if n.has_taint(GEOMETRY_PENDING)}
+    flying = {n.name for n in nodes if n.state_error or (n.state and in_flight(n.state))}
+    for a in (a for stage in stages for a in stage):
+        if isinstance(a, act.AddTaint):
+            tainted.add(a.node)
+        elif isinstance(a, act.RemoveTaint):
+            tainted.discard(a.node)
+        elif isinstance(a, act.SetNodeState):
+            flying |= {a.node} if in_flight(a.state) else set()
+        elif isinstance(a, act.ClearNodeState):
+            flying.discard(a.node)
+    return tainted | flying
 
 
 def _done(n: NodeView, d: DesiredNode) -> bool:
@@ -337,3 +356,47 @@ def test_a_release_that_leaves_the_node_unavailable_frees_no_slot(leaving: NodeV
     assert len(p.stages) == 1 and {a.node for a in p.actions} == {"gpu-1"}
     waiting = next(r for r in p.nodes if r.name == "gpu-2")
     assert waiting.message.startswith("waiting for a disruption slot: 1 of 1 in use: gpu-1")
+
+
+def _admin(name: str, **kw: Any) -> NodeView:
+    """A node someone else cordoned before the rollout, still on the old layout."""
+    return node(name, cordoned=True, **kw)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "limit", "started"),
+    [
+        ([_admin("gpu-0"), _admin("gpu-1"), _admin("gpu-2")], 1, ["gpu-0"]),
+        ([_admin("gpu-0"), _admin("gpu-1"), _admin("gpu-2")], 2, ["gpu-0", "gpu-1"]),
+        ([_admin("gpu-0"), node("gpu-1"), node("gpu-2")], 2, ["gpu-0", "gpu-1"]),
+        ([_admin("gpu-0"), node("gpu-1"), node("gpu-2")], 1, ["gpu-0"]),
+        (
+            [
+                _admin("gpu-0", st=state(Phase.DRAINING, orig=True), tainted=True),
+                _admin("gpu-1"),
+            ],
+            1,
+            [],
+        ),
+    ],
+    ids=[
+        "three-cordoned-budget-1",
+        "three-cordoned-budget-2",
+        "cordoned-and-free-budget-2",
+        "cordoned-and-free-budget-1",
+        "one-cordoned-in-flight-budget-1",
+    ],
+)
+def test_nodes_cordoned_by_others_start_one_budget_at_a_time(
+    nodes: list[NodeView], limit: int, started: list[str]
+) -> None:
+    """Each started node carries Tessera's taint and state: never more than maxUnavailable."""
+    want = {n.name: desired() for n in nodes}
+    p = plan(POOL, policy(maxUnavailable=limit), want, nodes, [], [], T0)
+    admitted = [a.node for a in p.actions if isinstance(a, act.SetNodeState)]
+    assert sorted(set(admitted) - {n.name for n in nodes if n.state}) == started
+    assert len(_held_after(nodes, p.stages)) <= limit
+    waiting = [r for r in p.nodes if r.phase == Phase.PENDING]
+    assert len(waiting) == len(nodes) - len(started) - sum(1 for n in nodes if n.state)
+    for r in waiting:
+        assert r.message.startswith(("already unschedulable; waiting for", "waiting for")), r
