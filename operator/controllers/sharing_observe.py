@@ -24,7 +24,7 @@ from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import cluster
 from tessera.domain.sharing import nodes as node_facts
-from tessera.domain.sharing import planning
+from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
 from tessera.observability.events import Ref
@@ -60,7 +60,7 @@ class Snapshot:
     refs: Mapping[str, Ref] = field(default_factory=dict)  # policy -> what its Events name
 
     def observed(self) -> planning.Observed:
-        return cluster.sharing_observed(
+        return observing.sharing_observed(
             self.facts.values(), self.plugin_map, self.nvidia, self.ascend
         )
 
@@ -129,7 +129,7 @@ def _document(ctx: Context, namespace: str, name: str, key: str) -> Document:
     obj = ctx.kube.get_or_none(path_of("v1", "configmaps", name, namespace))
     if obj is None:
         return Document(namespace, name, key, None)
-    doc = cluster.hami_document(obj, key)
+    doc = observing.hami_document(obj, key)
     return Document(namespace, name, key, obj, doc.parsed, doc.error, doc.managed)
 
 

@@ -10,13 +10,10 @@ Pure: objects in, frozen values out; nothing here reads the API.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
-
-import yaml
+from typing import Any
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
@@ -24,8 +21,8 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import pool_claims, pools, rollout, selectors
 from tessera.domain.rollout.machine import reads_pods
 from tessera.domain.rollout.targets import at_target
-from tessera.domain.sharing import hami, parsing, planning
 from tessera.domain.sharing import nodes as node_facts
+from tessera.domain.sharing import parsing
 
 Raw = Mapping[str, Any]
 NPG_KIND = "NodePoolGeometry"
@@ -248,60 +245,3 @@ def pool_configs(
                 if config:
                     keep.add(config)
     return wanted, keep
-
-
-# -- SharingPolicy -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HamiDocument:
-    """One HAMi ConfigMap key, parsed; ``parsed`` is None when absent or unreadable."""
-
-    parsed: Mapping[str, Any] | None = None
-    managed: Mapping[str, str] = field(default_factory=dict)
-    error: str = ""
-
-
-def hami_document(obj: Raw | None, key: str) -> HamiDocument:
-    """Parse HAMi's node config; a document a person broke is reported, never guessed at."""
-    if obj is None:
-        return HamiDocument()
-    meta = obj["metadata"]
-    where = f"{meta.get('namespace', '')}/{meta['name']} {key}"
-    managed = hami.managed_nodes(meta.get("annotations"))
-    text = (obj.get("data") or {}).get(key, "")
-    try:
-        parsed = (json.loads(text) if key.endswith(".json") else yaml.safe_load(text)) or {}
-    except (ValueError, yaml.YAMLError) as err:
-        return HamiDocument(None, {}, f"{where}: {err}")
-    if not isinstance(parsed, dict):
-        return HamiDocument(None, {}, f"{where}: not a map")
-    return HamiDocument(parsed, managed)
-
-
-class ParsedHami(Protocol):
-    """A HAMi node config as read: ``HamiDocument`` here, the controller's ``Document``."""
-
-    @property
-    def parsed(self) -> Mapping[str, Any] | None: ...
-    @property
-    def managed(self) -> Mapping[str, str]: ...
-
-
-def sharing_observed(
-    facts: Iterable[node_facts.NodeFacts],
-    plugin_map: Raw | None,
-    nvidia: ParsedHami,
-    ascend: ParsedHami,
-) -> planning.Observed:
-    """What a sharing plan reads. An absent device-plugin ConfigMap stays absent (``None``),
-    never an empty one: planning writes no map on a cluster that has none and no NVIDIA node."""
-    return planning.Observed(
-        tuple(facts),
-        None if plugin_map is None else plugin_map.get("data") or {},
-        (plugin_map or {}).get("metadata", {}).get("annotations") or {},
-        nvidia.parsed,
-        nvidia.managed,
-        ascend.parsed,
-        ascend.managed,
-    )

@@ -30,7 +30,7 @@ from tessera.domain import cluster as observe
 from tessera.domain import pools, rollout, selectors
 from tessera.domain.geometry.layouts import config_name
 from tessera.domain.rollout.releasing import release
-from tessera.domain.sharing import hami, rollout_targets, states
+from tessera.domain.sharing import hami, observing, rollout_targets, states
 
 from .preview import Cluster, Locations, NodeChange, ObjectPreview, Raw
 from .preview_geometry import current_configs, describe
@@ -194,7 +194,7 @@ def _layout(configs: Mapping[str, Any], config: str | None, otherwise: str) -> s
 def _hami_fields(before: Cluster, loc: Locations) -> dict[str, dict[str, Any]]:
     """Tessera's fields in HAMi's NVIDIA node config, for the nodes it manages."""
     cm = before.configmap((loc.hami_namespace, c.HAMI_NVIDIA_CONFIGMAP_NAME))
-    doc = observe.hami_document(cm, c.HAMI_NVIDIA_CONFIGMAP_KEY)
+    doc = observing.hami_document(cm, c.HAMI_NVIDIA_CONFIGMAP_KEY)
     entries = states.owned_entries(doc.parsed, hami.NVIDIA_LIST, hami.NVIDIA_FIELDS)
     return {n: f for n, f in entries.items() if n in doc.managed and f}
 
@@ -208,7 +208,7 @@ def _managed(
         (c.HAMI_NVIDIA_CONFIGMAP_NAME, c.HAMI_NVIDIA_CONFIGMAP_KEY, shared.plan.hami_nvidia),
         (c.HAMI_ASCEND_CONFIGMAP_NAME, c.HAMI_ASCEND_CONFIGMAP_KEY, shared.plan.hami_ascend),
     ):
-        doc = observe.hami_document(before.configmap((loc.hami_namespace, name)), key)
+        doc = observing.hami_document(before.configmap((loc.hami_namespace, name)), key)
         out.append((doc.managed, planned.managed))
     return out
 

@@ -24,7 +24,7 @@ from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import cluster as observe
 from tessera.domain import rollout
 from tessera.domain.rollout import selection
-from tessera.domain.sharing import parsing, planning, rollout_targets
+from tessera.domain.sharing import observing, parsing, planning, rollout_targets
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.configmap import ConfigMapRef
 from tessera.domain.sharing.nodes import NodeFacts
@@ -71,10 +71,10 @@ def previews(
     plugin = before.configmap(loc.device_plugin)
     nv_cm = before.configmap((loc.hami_namespace, c.HAMI_NVIDIA_CONFIGMAP_NAME))
     asc_cm = before.configmap((loc.hami_namespace, c.HAMI_ASCEND_CONFIGMAP_NAME))
-    nv = observe.hami_document(nv_cm, c.HAMI_NVIDIA_CONFIGMAP_KEY)
-    asc = observe.hami_document(asc_cm, c.HAMI_ASCEND_CONFIGMAP_KEY)
+    nv = observing.hami_document(nv_cm, c.HAMI_NVIDIA_CONFIGMAP_KEY)
+    asc = observing.hami_document(asc_cm, c.HAMI_ASCEND_CONFIGMAP_KEY)
     data = dict((plugin or {}).get("data") or {})
-    seen = observe.sharing_observed(facts.values(), plugin, nv, asc)
+    seen = observing.sharing_observed(facts.values(), plugin, nv, asc)
     hns = loc.hami_namespace
     settings = planning.Settings(
         plugin_map=ConfigMapRef(*loc.device_plugin),
