@@ -71,12 +71,13 @@ def announce_held(ctx: Context, owner: Ref, reports: Iterable[rollout.NodeReport
     """A Warning Event for each pod a PodDisruptionBudget keeps on a draining node, once."""
     for report in reports:
         for pod in report.held:
-            held(ctx, owner, report.name, pod.pod, str(pod))
+            held(ctx, owner, report.name, pod.pod, pod.uid, str(pod))
 
 
-def held(ctx: Context, owner: Ref, node: str, pod: str, text: str) -> None:
-    """Once per pod and owner, whether a 429 or the PDB's status told us first."""
-    if not ctx.events.first(owner.kind, owner.name, node, pod):
+def held(ctx: Context, owner: Ref, node: str, pod: str, uid: str, text: str) -> None:
+    """Once per pod (``uid``: a pod recreated under its name, as a StatefulSet's is, is
+    another) and owner, whether a 429 or the PDB's status told us first."""
+    if not ctx.events.first(owner.kind, owner.name, node, pod, uid):
         return
     message = f"drain of node {node}: {text}"
     for ref in (owner, Ref("v1", "Node", node)):

@@ -167,7 +167,8 @@ def _run(
             ctx.events.post(owner, kind, text, ctx.clock())
             ctx.events.post(Ref("v1", "Node", action.node), kind, text, ctx.clock())
     if refused is not None and isinstance(first, rollout.Evict):
-        evictions.held(ctx, owner, first.node, f"{first.namespace}/{first.name}", refused)
+        ref = f"{first.namespace}/{first.name}"
+        evictions.held(ctx, owner, first.node, ref, first.uid, refused)
     return True
 
 

@@ -43,6 +43,7 @@ class Held:
     pod: str  # namespace/name
     pdb: str  # namespace/name; "" when no PDB in this observation selects the pod
     refused: bool  # an eviction was sent and the API server said no (429)
+    uid: str = ""  # this incarnation of the pod: a pod recreated under its name is another
 
     def __str__(self) -> str:
         by = f"PodDisruptionBudget {self.pdb}" if self.pdb else "a PodDisruptionBudget"
@@ -99,7 +100,7 @@ def drain_pass(
         record = out.evictions.get(pod.key)
         if guard is not None and pdb_budget.get(guard.ref, 0) <= 0:
             out.blocking_pdbs.add(guard.ref)
-            out.held.append(Held(pod.ref, guard.ref, refused=False))
+            out.held.append(Held(pod.ref, guard.ref, refused=False, uid=pod.uid))
             out.soft.append(f"pdb {guard.ref} allows 0 disruptions (pod {pod.ref})")
             if timed_out and drain.force and not (record and record.deleted):
                 out.evictions[pod.key] = Eviction(
@@ -110,7 +111,7 @@ def drain_pass(
                     act.DeletePod(pod.node, pod.namespace, pod.name, pod.uid, reason)
                 )
             continue
-        refused = Held(pod.ref, guards[0].ref if guards else "", refused=True)
+        refused = Held(pod.ref, guards[0].ref if guards else "", refused=True, uid=pod.uid)
         if record is not None and not record.deleted:  # sent before, and the pod is still here
             out.held.append(refused)
         if record is not None and now < record.last + backoff(record.attempts):

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from rollout_builders import T0, gpu_pod, pdb, state
 
-from tessera.adapters.kube import ApiError
-from tessera.controllers.evictions import refusal
+from tessera.adapters.kube import ApiError, Kube
+from tessera.api.v1alpha1.common import DrainSpec
+from tessera.controllers.evictions import announce_held, refusal
+from tessera.controllers.runtime import Context
+from tessera.domain.rollout.draining import drain_pass
+from tessera.domain.rollout.reporting import NodeReport
+from tessera.domain.rollout.state import Phase
+from tessera.observability.events import EventRecorder, Ref
 
 MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -44,3 +52,50 @@ CASES = {
 @pytest.mark.parametrize("err,text", CASES.values(), ids=CASES.keys())
 def test_refusal_names_the_pod_and_the_pdb(err: ApiError, text: str) -> None:
     assert refusal("ml", "a", err) == text
+
+
+class _Posted:
+    """An EventRecorder that keeps what it would post."""
+
+    def __init__(self) -> None:
+        self.recorder = EventRecorder(cast(Kube, None))
+        self.posted: list[tuple[str, str, str]] = []
+        self.recorder.post = self._post  # type: ignore[method-assign]
+
+    def _post(self, ref: Ref, reason: str, message: str, *_: object) -> None:
+        self.posted.append((ref.kind, reason, message))
+
+
+def _announce(events: _Posted, uid: str) -> None:
+    """One pass of a drain that a PDB holds up on ml/db-0 (that pod's incarnation ``uid``)."""
+    pod = gpu_pod("db-0", uid=uid, labels={"app": "db"})
+    s = state(Phase.DRAINING)
+    dp = drain_pass(
+        s,
+        pods=[pod],
+        pdbs=[pdb("db", 0, app="db")],
+        pdb_budget={"ml/db": 0},
+        drain=DrainSpec(),
+        now=T0,
+        timed_out=False,
+    )
+    report = NodeReport("gpu-1", Phase.DRAINING, "new", held=tuple(dp.held))
+    ctx = SimpleNamespace(events=events.recorder, clock=lambda: T0)
+    announce_held(
+        cast(Context, ctx), Ref("tessera.io/v1alpha1", "NodePoolGeometry", "h100"), [report]
+    )
+
+
+def test_eviction_blocked_is_announced_once_per_pod_and_again_for_a_new_pod_of_that_name() -> None:
+    """A StatefulSet pod keeps its name across rollouts: a later rollout it holds up is news."""
+    events = _Posted()
+    _announce(events, "uid-1")
+    assert [(k, r) for k, r, _ in events.posted] == [
+        ("NodePoolGeometry", "EvictionBlocked"),
+        ("Node", "EvictionBlocked"),
+    ]
+    assert "ml/db-0" in events.posted[0][2] and "ml/db" in events.posted[0][2]
+    _announce(events, "uid-1")  # the next pass: nothing new
+    assert len(events.posted) == 2
+    _announce(events, "uid-2")  # recreated under the same name, held up again
+    assert len(events.posted) == 4
