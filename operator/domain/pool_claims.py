@@ -119,7 +119,7 @@ def holder(node: NodeView, selecting: Iterable[str]) -> str | None:
     """The one pool among ``selecting`` that already holds ``node``, if exactly one does."""
     pools = sorted(selecting)
     marked = [p for p in pools if node.held_by(owner_of(p))]
-    if not marked and node.state is None:
+    if not marked:  # no contender's mark (a SharingPolicy's or a leaving pool's state is none)
         layouts = [node.labels.get(k, "") for k in (c.MIG_CONFIG_LABEL, c.VNPU_CONFIG_LABEL)]
         marked = [p for p in pools if any(runs_config_of(p, v) for v in layouts if v)]
     return marked[0] if len(marked) == 1 else None

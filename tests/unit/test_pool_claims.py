@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -38,6 +39,13 @@ def node(name: str = "n1", pool: str = "x", *, layout: str = "", holds: str = ""
 
 def layout_of(pool: str) -> str:
     return config_name(pool, [{"devices": "all"}])
+
+
+def _sharing(layout: str) -> NodeView:
+    """A node running ``layout`` that a SharingPolicy's rollout holds mid-drain."""
+    target = TargetSpec("t", {}, None, {})
+    state = NodeState(Phase.DRAINING, "SharingPolicy/mps", target, False, T0)
+    return replace(node(layout=layout), state=state)
 
 
 @pytest.mark.parametrize(
@@ -82,6 +90,17 @@ def layout_of(pool: str) -> str:
         ),
         # a pool with no selector claims nothing
         ("no selector", {"a": sel("x"), "b": None}, [node()], {"n1": "a"}, set(), set()),
+        # a SharingPolicy's rollout in flight on a's node: still a's (it is no pool's mark)
+        ("a's layout, sharing", BOTH, [_sharing(layout_of("a"))], {"n1": "a"}, set(), {"n1"}),
+        # a pool that no longer selects it is releasing it: still a's layout, a keeps it
+        (
+            "a's layout, c leaving",
+            BOTH,
+            [node(layout=layout_of("a"), holds="state:c")],
+            {"n1": "a"},
+            set(),
+            {"n1"},
+        ),
     ],
 )
 def test_who_may_touch_a_node(
