@@ -18,10 +18,8 @@ from pydantic import ValidationError
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.controllers import nodepoolgeometry, sharingpolicy
 from tessera.domain import cluster
-from tessera.domain.rollout import Phase, PodView
-
-ROLLING = (Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED, Phase.APPLYING)
-"""Phases whose next step waits on the node's pods (the drain, the recount before a change)."""
+from tessera.domain.rollout import PodView
+from tessera.domain.rollout.machine import READS_PODS  # the drain, the recount before a change
 
 
 class Wakeups:
@@ -116,7 +114,7 @@ class NodeWakeups:
             reading = cluster.pools_reading(body, self.selectors)
             self.nodes[name] = (fingerprint, reading)
             state = cluster.node_view(body).state
-            if state is not None and state.phase in ROLLING:
+            if state is not None and state.phase in READS_PODS:
                 self.holders[name] = state.owner
             else:
                 self.holders.pop(name, None)
