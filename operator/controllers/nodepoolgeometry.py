@@ -121,7 +121,8 @@ def _verdict(
 ) -> Verdict:
     if not seen.targets and not seen.claims.conflicts_of(name):
         return empty_pools.verdict(name, spec)
-    return pool_claims.verdict(name, seen.claims, plan.verdict)
+    in_flight = plan.counts.in_progress + plan.counts.blocked
+    return pool_claims.verdict(name, seen.claims, plan.verdict, in_flight)
 
 
 # -- apply ---------------------------------------------------------------------------------------

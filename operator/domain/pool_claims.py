@@ -14,8 +14,8 @@ and forth forever. Every pass resolves the claims of all pools at once:
 
 A pool that selects a node it may not touch cannot converge: it is Stalled,
 reason Conflict, naming the other pools and the nodes, and starts no further
-node anywhere — it finishes only what is already in flight, so it is never
-left half-rolled-out across a conflict. The holder stays as its rollout says
+node anywhere — it finishes only what is already in flight (Reconciling,
+reason Conflict, until then: a Stalled pool holds no cordon or taint). The holder stays as its rollout says
 (Ready when done) and its message names the pools that also select its nodes.
 """
 
@@ -149,12 +149,20 @@ def resolve(pools: Mapping[str, LabelSelector | None], nodes: Iterable[NodeView]
     return Claims(owner, conflicts)
 
 
-def verdict(pool: str, claims: Claims, plan: Verdict) -> Verdict:
-    """The pool's verdict once conflicts are known: Stalled/Conflict when it is blocked."""
+def verdict(pool: str, claims: Claims, plan: Verdict, in_flight: int = 0) -> Verdict:
+    """The pool's verdict once conflicts are known: Stalled/Conflict when it is blocked.
+
+    A Stalled pool holds no node: while ``in_flight`` nodes it started before the
+    conflict still finish (cordoned, tainted), it is Reconciling, reason Conflict.
+    """
     conflicts = claims.conflicts_of(pool)
     if not conflicts:
         return plan
     text = "; ".join(c.message for c in conflicts)
+    if claims.blocked(pool) and in_flight:
+        them = "node" if in_flight == 1 else "nodes"
+        finishing = f"finishing the {in_flight} {them} already in flight: {plan.message}"
+        return Verdict("progressing", "Conflict", f"{text}; {finishing}", plan.extra)
     if claims.blocked(pool):
         return Verdict("stalled", "Conflict", text, plan.extra)
     return Verdict(plan.state, plan.reason, f"{plan.message}; {text}", plan.extra)

@@ -188,3 +188,18 @@ def test_claimants_skip_pools_being_deleted_and_pools_whose_spec_does_not_parse(
         ]
     )
     assert found == {"a": sel("x")}
+
+
+def test_a_blocked_pool_is_stalled_only_once_it_holds_no_node() -> None:
+    """Issue 13, item 6: a Stalled pool holds no taint or cordon of its own; while its nodes
+    already in flight finish, it is Reconciling, reason Conflict, and says so."""
+    claims = pool_claims.resolve(BOTH, [node()])
+    running = Verdict("progressing", "RollingOut", "1 of 3 nodes updated; n7 Draining")
+    finishing = pool_claims.verdict("a", claims, running, in_flight=1)
+    assert (finishing.state, finishing.reason) == ("progressing", "Conflict")
+    assert finishing.message.startswith("nodepoolgeometry/b also selects node n1;")
+    assert finishing.message.endswith(
+        "; finishing the 1 node already in flight: 1 of 3 nodes updated; n7 Draining"
+    )
+    done = pool_claims.verdict("a", claims, running, in_flight=0)
+    assert (done.state, done.reason) == ("stalled", "Conflict")
