@@ -211,6 +211,46 @@ def test_an_impossible_layout_mid_rollout_leaves_no_taint_or_cordon(
     assert_released(kube, pool)
 
 
+def test_a_pool_in_conflict_mid_drain_is_stalled_only_once_it_holds_nothing(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    """Items 2 and 6: a second pool over the same label while a node drains, and a new node
+    both select. The first pool starts nothing more, finishes its draining node
+    (Reconciling, reason Conflict), and says Stalled only once no cordon or taint is its."""
+    pool, ns, typo = "story-clash", "story-clash-ns", "story-clash-b"
+    (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
+    _serving(kube, ns, name)
+    with Ledger(kube, pool, ns) as ledger:
+        ledger.gate_open.set()
+        kube.create(NPG, custom("NodePoolGeometry", pool, _spec(pool, LAYOUT_A)))
+        eventually(lambda: _phase(kube, name) == "Draining", 60, f"{name} draining")
+        kube.create(NPG, custom("NodePoolGeometry", typo, _spec(pool, LAYOUT_B)))
+        (new,) = fleet.create_nodes(kube, [fleet.NodeSpec(f"{pool}-1", "H100-80GB", pool=pool)])
+
+        def finishing() -> dict[str, Any] | None:
+            obj = _observed(kube, pool)
+            cond = condition(obj, "Reconciling")
+            ok = cond and cond["status"] == "True" and cond["reason"] == "Conflict"
+            return (
+                cond if ok and "finishing the 1 node already in flight" in cond["message"] else None
+            )
+
+        cond = eventually(finishing, 60, f"{pool} Reconciling/Conflict while {name} drains")
+        assert f"nodepoolgeometry/{typo}" in cond["message"] and new in cond["message"], cond
+        assert not stalled(kube, pool), "Stalled while its own cordon is on a node"
+        assert _phase(kube, name) in ("Draining", "Blocked")
+
+        pdb = path_of("policy/v1", "poddisruptionbudgets", "serve", ns)
+        kube.patch(pdb, {"spec": {"minAvailable": 0}})  # the drain may finish now
+        cond = eventually(lambda: stalled(kube, pool), 120, f"{pool} Stalled once {name} is done")
+        assert cond["reason"] == "Conflict", cond
+        assert _clean(kube, name) and _clean(kube, new), "a Stalled pool holds nothing"
+        kube.delete(f"{NPG}/{typo}")
+        wait_ready(kube, pool, 120, f"{pool} Ready once {typo} is gone")
+    assert ledger.worst <= 1, ledger.worst
+    assert_released(kube, pool)
+
+
 def test_reverting_a_sharing_backend_switch_mid_drain_evicts_nothing(
     kube: Kube, operator: OperatorProcess, agents: None
 ) -> None:
