@@ -68,9 +68,14 @@ def refusal(namespace: str, pod: str, err: ApiError) -> str:
 
 
 def announce_held(ctx: Context, owner: Ref, reports: Iterable[rollout.NodeReport]) -> None:
-    """A Warning Event for each pod a PodDisruptionBudget keeps on a draining node, once."""
+    """A Warning Event for each pod a PodDisruptionBudget keeps on a draining node, once.
+
+    Only a PDB whose status allows no disruption counts here: a refusal is announced
+    where the 429 is answered (``rollout_driver``), in the API server's words; a pod still
+    there after an eviction was sent may just not show its deletion yet.
+    """
     for report in reports:
-        for pod in report.held:
+        for pod in (p for p in report.held if not p.refused):
             held(ctx, owner, report.name, pod.pod, pod.uid, str(pod))
 
 

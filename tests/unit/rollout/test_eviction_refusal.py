@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from rollout_builders import T0, gpu_pod, pdb, state
+from rollout_builders import T0, evicted, gpu_pod, pdb, state
 
 from tessera.adapters.kube import ApiError, Kube
 from tessera.api.v1alpha1.common import DrainSpec
@@ -66,15 +66,16 @@ class _Posted:
         self.posted.append((ref.kind, reason, message))
 
 
-def _announce(events: _Posted, uid: str) -> None:
-    """One pass of a drain that a PDB holds up on ml/db-0 (that pod's incarnation ``uid``)."""
+def _announce(events: _Posted, uid: str, *, allowed: int = 0, sent: bool = False) -> None:
+    """One pass of a drain on ml/db-0 (that pod's incarnation ``uid``) under a PDB allowing
+    ``allowed`` disruptions; ``sent``: an eviction went out a moment ago."""
     pod = gpu_pod("db-0", uid=uid, labels={"app": "db"})
-    s = state(Phase.DRAINING)
+    s = state(Phase.DRAINING, evictions=evicted(pod.key, 1, 1) if sent else {})
     dp = drain_pass(
         s,
         pods=[pod],
-        pdbs=[pdb("db", 0, app="db")],
-        pdb_budget={"ml/db": 0},
+        pdbs=[pdb("db", allowed, app="db")],
+        pdb_budget={"ml/db": allowed},
         drain=DrainSpec(),
         now=T0,
         timed_out=False,
@@ -99,3 +100,11 @@ def test_eviction_blocked_is_announced_once_per_pod_and_again_for_a_new_pod_of_t
     assert len(events.posted) == 2
     _announce(events, "uid-2")  # recreated under the same name, held up again
     assert len(events.posted) == 4
+
+
+def test_an_eviction_sent_a_moment_ago_is_no_refusal_to_announce() -> None:
+    """The pod may simply not show its deletion yet: only the API server's 429 (posted where
+    it is answered) or a PDB allowing no disruption is an EvictionBlocked Event."""
+    events = _Posted()
+    _announce(events, "uid-1", allowed=1, sent=True)
+    assert events.posted == []
