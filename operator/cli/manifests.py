@@ -8,7 +8,9 @@
   before applying — its plain YAML files are never read one by one;
 * a Helm chart (``Chart.yaml``) is refused: render it first (``helm template``);
 * any other directory: its ``*.yaml``, ``*.yml`` and ``*.json`` files, not
-  recursing (Argo CD's directory default); a directory without any is an error.
+  recursing (Argo CD's directory default); a directory without any is an error;
+* an argument that holds no object at all (an empty file, only comments, an
+  empty stdin) is an error, as ``kubectl apply`` makes it.
 
 kubectl is ``--kubectl``, else ``$TESSERA_KUBECTL``, else ``kubectl`` on PATH;
 when a kustomization must be rendered and there is none, the plan is refused
@@ -24,7 +26,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from tessera.domain.manifests import KUSTOMIZATION_FILES, Document, ManifestError, load
+from tessera.domain.manifests import KUSTOMIZATION_FILES, Document, ManifestError, load, nonempty
 
 KUBECTL_ENV = "TESSERA_KUBECTL"
 RENDER_TIMEOUT_S = 300
@@ -38,32 +40,31 @@ def kubectl(flag: str | None) -> str | None:
 
 def documents(paths: Iterable[str], renderer: str | None) -> list[Document]:
     """Every document the ``-f`` arguments name, in order; ManifestError or OSError if not."""
-    docs: list[Document] = []
-    for raw in paths:
-        if raw == "-":
-            docs.extend(load(sys.stdin.read(), "-"))
-            continue
-        path = Path(raw)
-        if path.is_file() and path.name in KUSTOMIZATION_FILES:
-            path = path.parent
-        if not path.is_dir():
-            docs.extend(load(path.read_text(), raw))
-            continue
-        found = [path / name for name in KUSTOMIZATION_FILES if (path / name).is_file()]
-        if found:
-            docs.extend(_kustomize(path, found[0].name, renderer))
-        elif (path / "Chart.yaml").is_file():
-            raise ManifestError(
-                f"{path} is a Helm chart (Chart.yaml), which Argo CD renders with Helm: "
-                f"render it first, e.g. helm template NAME {path} | tessera plan -f -"
-            )
-        else:
-            files = sorted(f for f in path.iterdir() if f.suffix in SUFFIXES and f.is_file())
-            if not files:
-                raise ManifestError(f"{path}: no *.yaml, *.yml or *.json file to read")
-            for file in files:
-                docs.extend(load(file.read_text(), str(file)))
-    return docs
+    return [doc for raw in paths for doc in nonempty(_read(raw, renderer), raw)]
+
+
+def _read(raw: str, renderer: str | None) -> list[Document]:
+    if raw == "-":
+        return load(sys.stdin.read(), "-")
+    path = Path(raw)
+    if path.is_file() and path.name in KUSTOMIZATION_FILES:
+        path = path.parent
+    if not path.is_dir():
+        return load(path.read_text(), raw)
+    found = [path / name for name in KUSTOMIZATION_FILES if (path / name).is_file()]
+    if found:
+        return _kustomize(path, found[0].name, renderer)
+    if (path / "Chart.yaml").is_file():
+        raise ManifestError(
+            f"{path} is a Helm chart (Chart.yaml), which Argo CD renders with Helm: "
+            f"render it first, e.g. helm template NAME {path} | tessera plan -f -"
+        )
+    files = sorted(f for f in path.iterdir() if f.suffix in SUFFIXES and f.is_file())
+    if not files:
+        nested = any(f.is_dir() for f in path.iterdir())
+        hint = " (subdirectories are not read, as in Argo CD: give each with -f)" if nested else ""
+        raise ManifestError(f"{path}: no *.yaml, *.yml or *.json file to read{hint}")
+    return [doc for file in files for doc in load(file.read_text(), str(file))]
 
 
 def _kustomize(directory: Path, marker: str, renderer: str | None) -> list[Document]:

@@ -17,10 +17,8 @@ from tessera.domain import manifests
 
 def load_snapshot(path: Path) -> list[Any]:
     """The objects of a snapshot file; ManifestError naming the place of one that is not."""
-    docs = [d for d in manifests.load(path.read_text(), str(path)) if d.body is not None]
-    if len(docs) == 1 and isinstance(docs[0].body, dict) and docs[0].body.get("kind") == "List":
-        listed = docs[0].body.get("items") or []  # kubectl get -o yaml
-        docs = [manifests.Document(f"{path} (List)", 0, item) for item in listed]
+    loaded = manifests.load(path.read_text(), str(path))
+    docs = [d for d in manifests.items(loaded) if d.body is not None]  # Lists: kubectl get -o yaml
     for doc in docs:
         body = doc.body
         if not isinstance(body, dict) or not (body.get("metadata") or {}).get("name"):

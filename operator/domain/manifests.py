@@ -10,14 +10,18 @@ it is dropped silently (a false "No changes" is worse than an error):
   and the kind; the API server would refuse it, so Argo CD's sync would fail;
 * a Kustomization document is an error: kustomize renders it (``tessera plan
   -f DIR`` does, as Argo CD does), it is never applied as an object;
-* other kinds (Deployments, CRDs ...) are skipped with a note.
+* a List (``kind: List``, what ``kubectl get -o yaml`` writes) stands for its
+  items, as ``kubectl apply`` and Argo CD read it;
+* other kinds (Deployments, CRDs ...) are skipped with a note;
+* a spec is validated strictly, as the API server's schema types it: ``"1"``
+  or ``true`` where an integer belongs is an error, not coerced to 1.
 
 Pure: text in, values out; reading files and running kustomize is the CLI's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,10 +94,33 @@ def load(text: str, source: str, *, generated: bool = False) -> list[Document]:
     return out
 
 
+def nonempty(docs: list[Document], given: str) -> list[Document]:
+    """``docs`` read from one ``-f`` argument, or ManifestError when they hold no object.
+
+    ``kubectl apply`` refuses an input without objects too; to a preview, an empty
+    file or an empty stdin (a ``helm template`` that failed upstream) is a mistake
+    to report, never "No changes".
+    """
+    if all(doc.body is None for doc in docs):
+        raise ManifestError(f"{given}: no object to apply (only comments or nothing at all)")
+    return docs
+
+
 def group_of(api_version: str) -> str:
     """``tessera.io/v1alpha1`` → ``tessera.io``; the core group (``v1``) is ``""``."""
     group, slash, _ = api_version.rpartition("/")
     return group if slash else ""
+
+
+def items(documents: Iterable[Document]) -> Iterator[Document]:
+    """The documents, each List (a ``...List`` kind with ``items``) replaced by its items."""
+    for doc in documents:
+        body = doc.body
+        listed = body.get("items") if isinstance(body, Mapping) else None
+        if isinstance(listed, list) and str(body.get("kind", "")).endswith("List"):
+            yield from (Document(f"{doc.where} items[{i}]", 0, o) for i, o in enumerate(listed))
+        else:
+            yield doc
 
 
 def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
@@ -105,7 +132,7 @@ def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
     out: list[Raw] = []
     notes: list[str] = []
     seen: dict[tuple[str, str], str] = {}
-    for doc in documents:
+    for doc in items(documents):
         body = doc.body
         if body is None:
             continue
@@ -139,10 +166,24 @@ def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
             )
         seen[kind, name] = doc.where
         try:
-            specs[kind].model_validate(body.get("spec") or {})
+            specs[kind].model_validate(body.get("spec") or {}, strict=True)
         except ValidationError as err:
             first = err.errors()[0]
-            field = "spec." + ".".join(str(p) for p in first["loc"])
+            field = ".".join(["spec", *_path(body.get("spec"), first)])
             raise ManifestError(f"{doc.where}: {kind}/{name}: {field}: {first['msg']}") from err
         out.append(body)
     return out, notes
+
+
+def _path(spec: Any, error: Any) -> list[str]:
+    """Pydantic's error location as the spec's field path, without a union's member names
+    (``devices.int``), which are no field a user could find; a missing field is named."""
+    path: list[str] = []
+    value = spec
+    for key in error["loc"]:
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError):
+            return [*path, str(key)] if error["type"] == "missing" else path
+        path.append(str(key))
+    return path

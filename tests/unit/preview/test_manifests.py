@@ -3,6 +3,9 @@ the place (file, line, kind), never a skipped document and a false "No changes".
 
 from __future__ import annotations
 
+import copy
+import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -141,4 +144,70 @@ def test_folders_plan_cannot_read_are_refused(
     for name, text in layout.items():
         (tmp_path / name).write_text(text)
     with pytest.raises(ManifestError, match=message):
+        reading.documents([str(tmp_path)], None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (("mig", "layouts", 0, "profiles", "3g.40gb"), "1"),  # a string where the schema has an integer
+        (("mig", "layouts", 0, "profiles", "3g.40gb"), True),
+        (("mig", "layouts", 0, "devices"), True),  # int-or-string: a boolean is neither
+        (("rollout", "maxUnavailable"), True),
+    ],
+)  # fmt: skip
+def test_a_spec_is_typed_as_strictly_as_the_api_server_types_it(
+    field: tuple[Any, ...], value: Any
+) -> None:
+    """Coercing ``"1"`` or ``true`` to 1 would preview what the API server refuses to store."""
+    body = copy.deepcopy(npg("x", LAYOUT_A, maxUnavailable=1))
+    target = body["spec"]
+    for key in field[:-1]:
+        target = target[key]
+    target[field[-1]] = value
+    with pytest.raises(
+        ManifestError, match=rf"NodePoolGeometry/x: spec\.{re.escape('.'.join(map(str, field)))}: "
+    ):
+        parse([_doc(body)])
+
+
+def test_a_list_stands_for_its_items_as_kubectl_apply_reads_it() -> None:
+    """``kubectl get npg -o yaml`` writes a List; skipping it as "not a Tessera object" was a
+    false "No changes"."""
+    listed = {"apiVersion": "v1", "kind": "List", "items": [npg("a", LAYOUT_A), npg("b", LAYOUT_A)]}
+    kept, notes = parse([_doc(listed)])
+    assert [m["metadata"]["name"] for m in kept] == ["a", "b"] and notes == []
+    typo = {**listed, "items": [_typo(kind="NodePoolGeometrie")]}
+    with pytest.raises(
+        ManifestError, match=r"gitops/pools.yaml:7 items\[0\]: tessera.io has no kind"
+    ):
+        parse([_doc(typo)])
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n# pools\n---\n", "\r\n"])
+@pytest.mark.parametrize("given", ["file", "stdin"])
+def test_an_input_without_objects_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, given: str
+) -> None:
+    """``kubectl apply`` refuses it too; an empty stdin is often a ``helm template`` that failed
+    upstream, and "No changes" would hide it."""
+    (tmp_path / "pools.yaml").write_text(text)
+    _write(tmp_path / "other.yaml", npg("a", LAYOUT_A))
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    name = str(tmp_path / "pools.yaml") if given == "file" else "-"
+    with pytest.raises(ManifestError, match=f"^{re.escape(name)}: no object to apply"):
+        reading.documents([str(tmp_path / "other.yaml"), name], None)
+
+
+def test_a_crlf_file_reads_as_its_lf_twin(tmp_path: Path) -> None:
+    text = yaml.safe_dump(npg("a", LAYOUT_A))
+    (tmp_path / "crlf.yaml").write_bytes(text.replace("\n", "\r\n").encode())
+    (tmp_path / "lf.yaml").write_text(text)
+    crlf, lf = (reading.documents([str(tmp_path / f)], None) for f in ("crlf.yaml", "lf.yaml"))
+    assert [d.body for d in crlf] == [d.body for d in lf]
+
+
+def test_a_folder_of_folders_says_subfolders_are_not_read(tmp_path: Path) -> None:
+    _write(tmp_path / "pools" / "a.yaml", npg("a", LAYOUT_A))
+    with pytest.raises(ManifestError, match="subdirectories are not read"):
         reading.documents([str(tmp_path)], None)

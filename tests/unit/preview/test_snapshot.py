@@ -161,7 +161,7 @@ def test_help_says_what_a_snapshot_keeps(capsys: pytest.CaptureFixture[str]) -> 
         ("", 2, ""),  # an empty cluster: the tenant is created
         ("kind: List\nitems:\n- {kind: Namespace, apiVersion: v1, metadata: {name: ml}}\n", 2, ""),
         ("kind: Node\nmetadata: {name: a}\n---\njust text\n", 1, "cluster.yaml:4: not a Kubernetes object"),
-        ("kind: List\nitems:\n- {kind: Node}\n", 1, "cluster.yaml (List): not a Kubernetes object"),
+        ("kind: List\nitems:\n- {kind: Node}\n", 1, "cluster.yaml:1 items[0]: not a Kubernetes object"),
         ("kind: Node\nmetadata: {name: a\n", 1, "cluster.yaml:3:1: "),
     ],
 )  # fmt: skip
