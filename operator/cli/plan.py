@@ -162,6 +162,22 @@ def _plan(args: argparse.Namespace) -> int:
 def _snapshot(args: argparse.Namespace) -> int:
     from tessera.domain import snapshot
 
+    plan_only = {
+        "-f": args.filename,
+        "--snapshot": args.snapshot,
+        "--kubectl": args.kubectl,
+        "--prune": args.prune,
+        "-l": args.selector,
+        "--prune-tracking-id": args.prune_tracking_id,
+        "-o": args.output != "text",
+    }
+    if given := [flag for flag, value in plan_only.items() if value]:
+        print(
+            f"tessera plan snapshot: {', '.join(given)} belong to tessera plan, which "
+            "previews manifests; snapshot only writes the cluster",
+            file=sys.stderr,
+        )
+        return ERROR
     try:
         cluster = read_cluster(args.kubeconfig, locations(args))
     except ClusterUnreadable as err:

@@ -202,3 +202,15 @@ def test_every_view_the_domain_builds_is_the_same_from_the_snapshot() -> None:
     assert cluster.sharing_facts(small[id(node)]) == cluster.sharing_facts(node)
     assert cluster.pdb_view(small[id(lagging)]) == cluster.pdb_view(lagging)
     assert cluster.pdb_view(lagging).disruptions_allowed == 0  # stale status counts as none
+
+
+@pytest.mark.parametrize(
+    "before", [["-f", "pools.yaml"], ["--prune"], ["-o", "json"], ["--snapshot", "cluster.yaml"]]
+)
+def test_plan_flags_before_snapshot_are_refused_not_dropped(
+    before: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tessera plan -f pools.yaml snapshot`` wrote the cluster and exited 0: the manifests the
+    user named were silently not planned."""
+    assert main(["plan", *before, "snapshot", "--kubeconfig", "/nonexistent"]) == 1
+    assert f"{before[0]} belong to tessera plan" in capsys.readouterr().err
