@@ -53,12 +53,14 @@ def previews(
         spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
         seen = observe.observe_pool(name, spec, after.nodes, plugin, claimants)
         preview = _pool(before, after, obj, spec, seen, now, loc)
-        conflicts = tuple(f"Conflict: {c.message}" for c in seen.claims.conflicts_of(name))
-        empty = () if seen.targets or conflicts else (empty_pools.verdict(name, spec),)
+        claims = seen.claims.conflicts_of(name)
+        said = tuple(f"Conflict: {c.message}" for c in claims)
+        empty = () if seen.targets or said else (empty_pools.verdict(name, spec),)
         preview = replace(
             preview,
-            problems=(*conflicts, *(f"{v.reason}: {v.message}" for v in empty), *preview.problems),
-            conflicts=conflicts,
+            problems=(*said, *(f"{v.reason}: {v.message}" for v in empty), *preview.problems),
+            # exit 1 for a pool the conflict blocks; the pool that keeps its nodes goes on
+            conflicts=tuple(m for c, m in zip(claims, said, strict=True) if not c.kept),
         )
         objects.append(replace(preview, action=object_action(KIND, live.get(name), manifest)))
         for node, target in seen.targets.items():

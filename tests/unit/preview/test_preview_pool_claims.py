@@ -52,3 +52,18 @@ def test_a_pool_on_no_node_says_so_without_failing_the_plan() -> None:
         "NoNodes: spec.nodeSelector (tessera.io/pool=h100-inferenc) matches no node: no node "
         "runs this layout; label nodes or fix the selector",
     )
+
+
+def test_the_pool_that_keeps_its_nodes_is_warned_but_not_failed() -> None:
+    """The operator keeps that pool going (Ready) and stalls only the newcomer: the holder's
+    own GitOps plan shows the conflict, and does not fail on a mistake in another pool."""
+    live = _pool("inf", "inf", LAYOUT_A)
+    nodes, cm = converged(gpu_nodes("inf", 2), live)
+    typo = _pool("inf-2", "inf", LAYOUT_B)
+    result = preview.preview(world(*nodes, cm, live, typo), [live], T0)
+    [obj] = result.objects
+    assert obj.problems == (
+        "Conflict: nodepoolgeometry/inf-2 also selects nodes inf-0, inf-1; this pool already "
+        "holds them and keeps them",
+    )
+    assert result.conflicts == () and not result.changed
