@@ -26,7 +26,14 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from tessera.domain.manifests import KUSTOMIZATION_FILES, Document, ManifestError, load, nonempty
+from tessera.domain.manifests import (
+    KUSTOMIZATION_FILES,
+    Document,
+    ManifestError,
+    decode,
+    load,
+    nonempty,
+)
 
 KUBECTL_ENV = "TESSERA_KUBECTL"
 RENDER_TIMEOUT_S = 300
@@ -45,12 +52,13 @@ def documents(paths: Iterable[str], renderer: str | None) -> list[Document]:
 
 def _read(raw: str, renderer: str | None) -> list[Document]:
     if raw == "-":
-        return load(sys.stdin.read(), "-")
+        stdin = getattr(sys.stdin, "buffer", None)  # bytes, so that bad UTF-8 names its line
+        return load(decode(stdin.read(), "-") if stdin else sys.stdin.read(), "-")
     path = Path(raw)
     if path.is_file() and path.name in KUSTOMIZATION_FILES:
         path = path.parent
     if not path.is_dir():
-        return load(path.read_text(), raw)
+        return load(decode(path.read_bytes(), raw), raw)
     found = [path / name for name in KUSTOMIZATION_FILES if (path / name).is_file()]
     if found:
         return _kustomize(path, found[0].name, renderer)
@@ -64,7 +72,7 @@ def _read(raw: str, renderer: str | None) -> list[Document]:
         nested = any(f.is_dir() for f in path.iterdir())
         hint = " (subdirectories are not read, as in Argo CD: give each with -f)" if nested else ""
         raise ManifestError(f"{path}: no *.yaml, *.yml or *.json file to read{hint}")
-    return [doc for file in files for doc in load(file.read_text(), str(file))]
+    return [doc for file in files for doc in load(decode(file.read_bytes(), str(file)), str(file))]
 
 
 def _kustomize(directory: Path, marker: str, renderer: str | None) -> list[Document]:

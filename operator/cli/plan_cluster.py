@@ -17,7 +17,7 @@ from tessera.domain import manifests
 
 def load_snapshot(path: Path) -> list[Any]:
     """The objects of a snapshot file; ManifestError naming the place of one that is not."""
-    loaded = manifests.load(path.read_text(), str(path))
+    loaded = manifests.load(manifests.decode(path.read_bytes(), str(path)), str(path))
     docs = [d for d in manifests.items(loaded) if d.body is not None]  # Lists: kubectl get -o yaml
     for doc in docs:
         body = doc.body

@@ -73,6 +73,18 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def decode(data: bytes, source: str) -> str:
+    """A file's bytes as text; ManifestError naming the line when they are not UTF-8."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ManifestError(
+            f"{source}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
+            "Kubernetes reads manifests as UTF-8"
+        ) from err
+
+
 def load(text: str, source: str, *, generated: bool = False) -> list[Document]:
     """Every document of ``text``; ``generated``: the text has no lines a person could open."""
     loader = _Loader(text)

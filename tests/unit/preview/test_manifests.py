@@ -211,3 +211,14 @@ def test_a_folder_of_folders_says_subfolders_are_not_read(tmp_path: Path) -> Non
     _write(tmp_path / "pools" / "a.yaml", npg("a", LAYOUT_A))
     with pytest.raises(ManifestError, match="subdirectories are not read"):
         reading.documents([str(tmp_path)], None)
+
+
+def test_a_file_that_is_not_utf8_is_an_error_naming_its_line(tmp_path: Path) -> None:
+    """It was a UnicodeDecodeError traceback; a BOM (Windows editors) still reads."""
+    bad = tmp_path / "pools.yaml"
+    bad.write_bytes(b"kind: ConfigMap\ndata:\n  x: caf\xe9\n")
+    with pytest.raises(ManifestError, match=r"pools.yaml:3: not UTF-8 text \(byte 0xe9\)"):
+        reading.documents([str(bad)], None)
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(b"\xef\xbb\xbf" + yaml.safe_dump(npg("a", LAYOUT_A)).encode())
+    assert [d.body["kind"] for d in reading.documents([str(bom)], None)] == ["NodePoolGeometry"]
