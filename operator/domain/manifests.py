@@ -14,7 +14,8 @@ it is dropped silently (a false "No changes" is worse than an error):
   items, as ``kubectl apply`` and Argo CD read it;
 * other kinds (Deployments, CRDs ...) are skipped with a note;
 * a spec is validated strictly, as the API server's schema types it: ``"1"``
-  or ``true`` where an integer belongs is an error, not coerced to 1.
+  or ``true`` where an integer belongs is an error, not coerced to 1; so are
+  the CRD's CEL rules the models do not check (``manifest_rules``).
 
 Pure: text in, values out; reading files and running kustomize is the CLI's.
 """
@@ -30,6 +31,8 @@ from pydantic import BaseModel, ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
+
+from . import manifest_rules
 
 Raw = Mapping[str, Any]
 
@@ -183,6 +186,10 @@ def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
             first = err.errors()[0]
             field = ".".join(["spec", *_path(body.get("spec"), first)])
             raise ManifestError(f"{doc.where}: {kind}/{name}: {field}: {first['msg']}") from err
+        broken = manifest_rules.first_broken(kind, body.get("spec") or {})
+        if broken is not None:  # a rule only the API server's CEL checks
+            field = ".".join(p for p in ("spec", broken[0]) if p)
+            raise ManifestError(f"{doc.where}: {kind}/{name}: {field}: {broken[1]}")
         out.append(body)
     return out, notes
 

@@ -222,3 +222,20 @@ def test_a_file_that_is_not_utf8_is_an_error_naming_its_line(tmp_path: Path) -> 
     bom = tmp_path / "bom.yaml"
     bom.write_bytes(b"\xef\xbb\xbf" + yaml.safe_dump(npg("a", LAYOUT_A)).encode())
     assert [d.body["kind"] for d in reading.documents([str(bom)], None)] == ["NodePoolGeometry"]
+
+
+INVALID = sorted((ROOT / "tests" / "data" / "invalid").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("manifest", INVALID, ids=lambda p: p.stem)
+def test_every_manifest_the_api_server_refuses_is_refused_by_the_plan(manifest: Path) -> None:
+    """tests/integration/test_api_surface.py has the real API server refuse each of these with
+    the message on its first line; a plan that previewed one as a change (12 of them did) is
+    green where the sync fails."""
+    expected = manifest.read_text().splitlines()[0].removeprefix("# expect: ")
+    with pytest.raises(ManifestError) as refused:
+        parse(load(manifest.read_text(), manifest.name))
+    said = str(refused.value)
+    assert said.startswith(f"{manifest.name}:2: ") and ": spec" in said, said
+    pydantic = ("Value error", "should", "Field required", "Extra inputs")
+    assert expected in said or any(words in said for words in pydantic), said  # CEL: its message

@@ -1,0 +1,104 @@
+"""The API server's CEL rules that the pydantic models do not check, for ``tessera plan``.
+
+The models check types, patterns, bounds and the device grammar; the rules a
+CRD carries only as ``x-kubernetes-validations`` (one of two fields, keys that
+must match a pattern, ``maxUnavailable`` as a count or a percentage ...) the
+API server checks alone. A plan that previewed such a manifest as a change
+would be green where the sync fails, so ``manifests.parse`` checks them here,
+on the raw spec (``has()`` in CEL is "the key is there"), with the CRD's
+message. ``tests/unit/preview/test_manifests.py`` requires every file of
+``tests/data/invalid`` (each refused by the real API server in
+``tests/integration/test_api_surface.py``) to be refused with its message.
+
+Pure: a spec in, the first broken rule (field, message) out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from tessera.api.v1alpha1.common import (
+    MIG_PROFILE_PATTERN,
+    RESOURCE_NAME_PATTERN,
+    VNPU_TEMPLATE_PATTERN,
+)
+
+Spec = Mapping[str, Any]
+Broken = tuple[str, str]  # (field under spec, the CRD's message)
+
+_PERCENT = re.compile(r"^(100|[1-9][0-9]?)%$")
+_BLOCKS = (("timeSlicing", "TimeSlicing"), ("mps", "MPS"), ("hamiCore", "HAMiCore"))
+_KEYS = {
+    "profiles": (MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me"),
+    "templates": (
+        VNPU_TEMPLATE_PATTERN,
+        "vNPU template names look like vir01, vir04_3c or vir10_3c_16g",
+    ),
+}
+_RESOURCES = (
+    RESOURCE_NAME_PATTERN,
+    "resource names are qualified extended resources such as nvidia.com/gpu or "
+    "nvidia.com/mig-1g.10gb",
+)
+
+
+def first_broken(kind: str, spec: Spec) -> Broken | None:
+    """The first CEL rule of ``kind`` that ``spec`` breaks, or None."""
+    return next(_RULES.get(kind, _none)(spec), None)
+
+
+def _none(spec: Spec) -> Iterator[Broken]:
+    return iter(())
+
+
+def _rollout(spec: Spec) -> Iterator[Broken]:
+    value = (spec.get("rollout") or {}).get("maxUnavailable")
+    if value is None:
+        return
+    if (value < 1) if isinstance(value, int) else not _PERCENT.match(str(value)):
+        yield (
+            "rollout.maxUnavailable",
+            "maxUnavailable must be a whole number >= 1 or a percentage between 1% and 100%",
+        )
+
+
+def _keys(where: str, mapping: Any, pattern: str, message: str) -> Iterator[Broken]:
+    if isinstance(mapping, Mapping) and not all(re.match(pattern, str(k)) for k in mapping):
+        yield where, message
+
+
+def _geometry(spec: Spec) -> Iterator[Broken]:
+    if "mig" in spec and "vnpu" in spec:
+        yield "", "mig and vnpu are mutually exclusive: a pool is either NVIDIA or Ascend"
+    for block, counts in (("mig", "profiles"), ("vnpu", "templates")):
+        layouts = (spec.get(block) or {}).get("layouts") or []
+        if sum(1 for lay in layouts if lay.get("devices", "all") == "all") > 1:
+            yield f"{block}.layouts", "at most one layout may apply to devices: all"
+        for i, layout in enumerate(layouts):
+            yield from _keys(f"{block}.layouts.{i}.{counts}", layout.get(counts), *_KEYS[counts])
+    yield from _rollout(spec)
+
+
+def _sharing(spec: Spec) -> Iterator[Broken]:
+    if ("nodeSelector" in spec) == ("poolRef" in spec):
+        yield "", "set exactly one of nodeSelector or poolRef"
+    for block, backend in _BLOCKS:
+        if (block in spec) != (spec.get("backend") == backend):
+            yield block, f"spec.{block} must be set exactly when backend is {backend}"
+    yield from _rollout(spec)
+
+
+def _quota(spec: Spec) -> Iterator[Broken]:
+    if not spec.get("hard") and not spec.get("total"):
+        yield "", "set at least one resource in hard or total"
+    for field in ("hard", "total"):
+        yield from _keys(field, spec.get(field), *_RESOURCES)
+
+
+_RULES: Mapping[str, Callable[[Spec], Iterator[Broken]]] = {
+    "NodePoolGeometry": _geometry,
+    "SharingPolicy": _sharing,
+    "TenantQuota": _quota,
+}
