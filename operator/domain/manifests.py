@@ -22,6 +22,7 @@ Pure: text in, values out; reading files and running kustomize is the CLI's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ Raw = Mapping[str, Any]
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 """The file names that make a directory a kustomization (kustomize's, and Argo CD's test)."""
 KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class ManifestError(ValueError):
@@ -175,6 +177,12 @@ def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
             )
         if not name:
             raise ManifestError(f"{doc.where}: {kind} without metadata.name")
+        if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+            raise ManifestError(
+                f"{doc.where}: {kind} {name!r}: metadata.name must be a lowercase RFC 1123 "
+                "subdomain (a-z, 0-9, '-' and '.', at most 253 characters), as the API server "
+                "requires"
+            )
         if (kind, name) in seen:
             raise ManifestError(
                 f"{doc.where}: {kind}/{name} appears twice (also {seen[kind, name]})"

@@ -35,6 +35,8 @@ def _typo(kind: str = "NodePoolGeometry", api: str = "tessera.io/v1alpha1") -> d
         (_typo(api="tessera.io"), "apiVersion 'tessera.io' is not served"),
         (npg("x", LAYOUT_A, onFailure="Explode"), "gitops/pools.yaml:7: NodePoolGeometry/x: spec.rollout.onFailure"),
         ({"kind": "NodePoolGeometry", "apiVersion": "tessera.io/v1alpha1", "metadata": {}}, "without metadata.name"),
+        ({**npg("H100_Pool", LAYOUT_A)}, "NodePoolGeometry 'H100_Pool': metadata.name must be a lowercase RFC 1123"),
+        ({**npg("a" * 254, LAYOUT_A)}, "metadata.name must be a lowercase RFC 1123"),
         ("just text", "gitops/pools.yaml:7: not a Kubernetes object"),
         ({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}, "kustomize renders it"),
         ({"apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component"}, "kustomize renders it"),
