@@ -11,6 +11,7 @@ command's contract gives 2 another meaning: ``tessera plan`` exits 2 for
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast
@@ -56,7 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
-    return func(args)
+    try:
+        code = func(args)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe can no longer be caught
+        return code
+    except BrokenPipeError:  # the reader (head, less) stopped reading: no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush
+        return 1
 
 
 if __name__ == "__main__":

@@ -74,3 +74,10 @@ def test_usage_errors_exit_the_same_as_a_module(argv: list[str], code: int) -> N
     """``python -m tessera.cli.main`` (as tests and scripts run it) loads main as __main__."""
     run = [sys.executable, "-m", "tessera.cli.main", *argv]
     assert subprocess.run(run, capture_output=True, timeout=60).returncode == code
+
+
+def test_a_reader_that_stops_reading_gets_no_traceback() -> None:
+    """``tessera geometry list ... | head -1`` printed a BrokenPipeError traceback."""
+    command = f"{sys.executable} -m tessera.cli.main geometry list --model H100-80GB | head -1"
+    run = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() and "Traceback" not in run.stderr, run.stderr
