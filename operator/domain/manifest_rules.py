@@ -29,6 +29,11 @@ Spec = Mapping[str, Any]
 Broken = tuple[str, str]  # (field under spec, the CRD's message)
 
 _PERCENT = re.compile(r"^(100|[1-9][0-9]?)%$")
+MAX_UNAVAILABLE = "maxUnavailable must be a whole number >= 1 or a percentage between 1% and 100%"
+MIG_XOR_VNPU = "mig and vnpu are mutually exclusive: a pool is either NVIDIA or Ascend"
+ONE_ALL = "at most one layout may apply to devices: all"
+SELECTOR_XOR_POOL = "set exactly one of nodeSelector or poolRef"
+SOME_LIMIT = "set at least one resource in hard or total"
 _BLOCKS = (("timeSlicing", "TimeSlicing"), ("mps", "MPS"), ("hamiCore", "HAMiCore"))
 _KEYS = {
     "profiles": (MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me"),
@@ -42,6 +47,17 @@ _RESOURCES = (
     "resource names are qualified extended resources such as nvidia.com/gpu or "
     "nvidia.com/mig-1g.10gb",
 )
+
+
+def messages() -> frozenset[str]:
+    """Every message these rules give: the CRDs' CEL messages they are the twins of."""
+    fixed = {MAX_UNAVAILABLE, MIG_XOR_VNPU, ONE_ALL, SELECTOR_XOR_POOL, SOME_LIMIT, _RESOURCES[1]}
+    blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
+    return frozenset({*fixed, *blocks, *(message for _, message in _KEYS.values())})
+
+
+def _block_message(block: str, backend: str) -> str:
+    return f"spec.{block} must be set exactly when backend is {backend}"
 
 
 def first_broken(kind: str, spec: Spec) -> Broken | None:
@@ -58,10 +74,7 @@ def _rollout(spec: Spec) -> Iterator[Broken]:
     if value is None:
         return
     if (value < 1) if isinstance(value, int) else not _PERCENT.match(str(value)):
-        yield (
-            "rollout.maxUnavailable",
-            "maxUnavailable must be a whole number >= 1 or a percentage between 1% and 100%",
-        )
+        yield "rollout.maxUnavailable", MAX_UNAVAILABLE
 
 
 def _keys(where: str, mapping: Any, pattern: str, message: str) -> Iterator[Broken]:
@@ -71,11 +84,11 @@ def _keys(where: str, mapping: Any, pattern: str, message: str) -> Iterator[Brok
 
 def _geometry(spec: Spec) -> Iterator[Broken]:
     if "mig" in spec and "vnpu" in spec:
-        yield "", "mig and vnpu are mutually exclusive: a pool is either NVIDIA or Ascend"
+        yield "", MIG_XOR_VNPU
     for block, counts in (("mig", "profiles"), ("vnpu", "templates")):
         layouts = (spec.get(block) or {}).get("layouts") or []
         if sum(1 for lay in layouts if lay.get("devices", "all") == "all") > 1:
-            yield f"{block}.layouts", "at most one layout may apply to devices: all"
+            yield f"{block}.layouts", ONE_ALL
         for i, layout in enumerate(layouts):
             yield from _keys(f"{block}.layouts.{i}.{counts}", layout.get(counts), *_KEYS[counts])
     yield from _rollout(spec)
@@ -83,16 +96,16 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
 
 def _sharing(spec: Spec) -> Iterator[Broken]:
     if ("nodeSelector" in spec) == ("poolRef" in spec):
-        yield "", "set exactly one of nodeSelector or poolRef"
+        yield "", SELECTOR_XOR_POOL
     for block, backend in _BLOCKS:
         if (block in spec) != (spec.get("backend") == backend):
-            yield block, f"spec.{block} must be set exactly when backend is {backend}"
+            yield block, _block_message(block, backend)
     yield from _rollout(spec)
 
 
 def _quota(spec: Spec) -> Iterator[Broken]:
     if not spec.get("hard") and not spec.get("total"):
-        yield "", "set at least one resource in hard or total"
+        yield "", SOME_LIMIT
     for field in ("hard", "total"):
         yield from _keys(field, spec.get(field), *_RESOURCES)
 

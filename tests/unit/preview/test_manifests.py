@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import io
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,31 @@ def test_every_manifest_the_api_server_refuses_is_refused_by_the_plan(manifest: 
     assert said.startswith(f"{manifest.name}:2: ") and ": spec" in said, said
     pydantic = ("Value error", "should", "Field required", "Extra inputs")
     assert expected in said or any(words in said for words in pydantic), said  # CEL: its message
+
+
+def _cel_messages(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for rule in node.get("x-kubernetes-validations", []):
+            if "message" in rule:  # messageExpressions: the device and quantity grammars
+                yield rule["message"]
+        for key, value in node.items():
+            if key != "status":
+                yield from _cel_messages(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _cel_messages(value)
+
+
+def test_every_cel_rule_of_the_crds_has_its_twin_in_the_plan() -> None:
+    """A CEL rule added to a model without a twin in ``domain.manifest_rules`` would let the
+    plan preview, as a change, what the API server refuses."""
+    from tessera.api.v1alpha1 import devices
+    from tessera.domain import manifest_rules
+
+    twins = manifest_rules.messages() | {devices.LAYOUTS_MESSAGE}  # that one: the models'
+    found = {
+        message
+        for crd in sorted((ROOT / "crds").glob("*.yaml"))
+        for message in _cel_messages(yaml.safe_load(crd.read_text())["spec"]["versions"])
+    }
+    assert found - twins == set()
