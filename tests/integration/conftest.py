@@ -171,3 +171,12 @@ def operator(
     errors = [i for i, line in enumerate(lines) if "Traceback" in line or "forbidden" in line]
     context = "\n".join("\n".join(lines[max(i - 2, 0) : i + 25]) for i in errors[:3])
     assert not errors, f"the operator logged {len(errors)} tracebacks or denials:\n{context}"
+
+
+@pytest.fixture
+def scratch(kubectl: Kubectl) -> Iterator[list[str]]:
+    """Namespaces the test creates; deleted afterwards with their never-scheduled pods."""
+    made: list[str] = []
+    yield made
+    for ns in made:
+        kubectl.ok("delete", "namespace", ns, "--wait=false")

@@ -24,10 +24,9 @@ from tessera.observability import metrics
 
 from .conftest import ROOT, Kubectl, OperatorProcess
 from .helpers import custom, eventually, namespace
-from .tools import helm_template
+from .tools import SERVICE_MONITOR_API, helm_template
 
 CONFIG = ROOT / "config"
-SERVICE_MONITOR_API = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
 KUSTOMIZATIONS = sorted(p.parent.name for p in CONFIG.glob("*/kustomization.yaml"))
 
 
