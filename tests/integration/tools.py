@@ -12,15 +12,24 @@ CHART = ROOT / "deploy" / "helm" / "tessera"
 SERVICE_MONITOR_API = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
 
 
+class ToolBuildError(RuntimeError):
+    """hack/build-tool.sh failed; the message holds the tail of what it said (on a fresh
+    machine: no Go, no network, a module the proxy refused)."""
+
+
 @cache
 def tool(name: str) -> Path:
     out = subprocess.run(
         [str(ROOT / "hack" / "build-tool.sh"), name],
-        check=True,
+        check=False,
         capture_output=True,
         text=True,
         timeout=900,  # a cold build downloads its modules first
     )
+    if out.returncode != 0:
+        raise ToolBuildError(
+            f"hack/build-tool.sh {name} exited with {out.returncode}:\n{out.stderr[-4000:]}"
+        )
     return Path(out.stdout.strip().splitlines()[-1])
 
 
