@@ -3,7 +3,8 @@
 Figures come from outside the operator: writes are counted from the API
 server's watch streams (each write of an object is one watch event), CPU
 seconds and resident memory from ``/proc/<pid>``. The operator runs as a real
-``tessera run`` process with its defaults (resync 60 s, INFO logging).
+``tessera run`` process with its defaults (resync 60 s, INFO logging), under a token of its
+ServiceAccount with exactly the RBAC of config/rbac, as in a cluster (never as admin).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devcluster import fleet
+from devcluster import fleet, identity
 from devcluster.controlplane import ControlPlane, find_binaries
 from tessera.adapters.kube import ApiError, Kube, path_of
 
@@ -40,9 +41,11 @@ def control_plane() -> Iterator[tuple[ControlPlane, Kube]]:
         kubectl = [str(plane.kubectl), f"--kubeconfig={plane.kubeconfig}"]
         subprocess.run([*kubectl, "apply", "--server-side", "-k", str(ROOT / "crds")], check=True, capture_output=True)  # fmt: skip
         subprocess.run([*kubectl, "wait", "--for=condition=Established", "crd", "--all"], check=True, capture_output=True)  # fmt: skip
-        for ns in ("gpu-operator", "kube-system"):
+        for ns in ("gpu-operator", "kube-system", identity.OPERATOR.namespace):
             with contextlib.suppress(ApiError):
                 kube.create("/api/v1/namespaces", {"metadata": {"name": ns}})
+        subprocess.run([*kubectl, "apply", "-f", str(ROOT / "config/agent/namespace.yaml")], check=True, capture_output=True)  # fmt: skip
+        subprocess.run([*kubectl, "apply", "-k", str(ROOT / "config/rbac")], check=True, capture_output=True)  # fmt: skip
         yield plane, kube
     finally:
         kube.close()
@@ -70,10 +73,17 @@ class Operator:
     profiler: subprocess.Popen[bytes] | None = None
 
     def start(self, *extra: str) -> Operator:
+        admin = Kube.from_kubeconfig(str(self.plane.kubeconfig))
+        try:  # the ServiceAccount's token, as the kubelet would mount it
+            bearer = identity.token(admin, identity.OPERATOR)
+            path = self.log.parent / "operator.kubeconfig"
+            config = identity.kubeconfig(admin, bearer, identity.OPERATOR.name, path)
+        finally:
+            admin.close()
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tessera.cli.main", "run",
-                 f"--kubeconfig={self.plane.kubeconfig}", "--metrics-port=0", *extra],
+                 f"--kubeconfig={config}", "--metrics-port=0", *extra],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         profile = os.environ.get("TESSERA_BENCH_PYSPY")  # a folder: record the operator there
@@ -116,6 +126,10 @@ class Operator:
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def problems(self) -> int:
+        """Lines of its log showing a traceback, or a call RBAC refused or a rejected token."""
+        return sum(1 for line in self.text().splitlines() if identity.PROBLEM.search(line))
 
 
 class WriteMeter:

@@ -39,6 +39,11 @@ def pool(name: str, selector: str, max_unavailable: int) -> dict[str, Any]:
     }
 
 
+def observed(obj: dict[str, Any]) -> bool:
+    """The operator has written its status for this generation (whatever it says)."""
+    return (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"]
+
+
 def ready(obj: dict[str, Any]) -> bool:
     status = obj.get("status") or {}
     conds = {x["type"]: x["status"] for x in status.get("conditions") or []}
@@ -64,8 +69,8 @@ def main() -> None:
 
         try:
             with WriteMeter(kube, ("/api/v1/nodes",)) as meter:
-                kube.create(NPG, pool("warm-up", "nothing", 1))
-                wait_until(lambda: ready(kube.get(f"{NPG}/warm-up")), 120, "operator warm")
+                kube.create(NPG, pool("warm-up", "nothing", 1))  # on no node: Stalled/NoNodes
+                wait_until(lambda: observed(kube.get(f"{NPG}/warm-up")), 120, "operator warm")
                 meter.on_event = saw
                 meter.reset()
                 start = time.monotonic()
@@ -74,7 +79,7 @@ def main() -> None:
                 took = time.monotonic() - start
                 writes = meter.total
             updated = kube.get(f"{NPG}/roll")["status"]["nodes"]["updated"]
-            tracebacks = operator.text().count("Traceback")
+            problems = operator.problems()
         finally:
             operator.stop()
             agents.stop()
@@ -83,7 +88,7 @@ def main() -> None:
     ideal = waves * RECONFIGURE_S
     print(
         f"{NODES} H100 nodes, maxUnavailable {MAX_UNAVAILABLE}, simulated reconfiguration "
-        f"{RECONFIGURE_S:.0f} s per node; {updated} updated; tracebacks: {tracebacks}"
+        f"{RECONFIGURE_S:.0f} s per node; {updated} updated; tracebacks or refused calls: {problems}"
     )
     rows = [
         Row("rollout, seconds", f"{took:.1f}", f"{ideal:.1f} ({waves} waves)",

@@ -182,7 +182,7 @@ def main() -> None:
             with WriteMeter(kube, ("/api/v1/nodes",)) as settle:
                 quiet(settle, operator)
             rss, peak = operator.memory_mib()
-            tracebacks = operator.text().count("Traceback")
+            problems = operator.problems()
         finally:
             operator.stop()
 
@@ -203,7 +203,7 @@ def main() -> None:
             "", "", "<= 300", peak <= 300),
     ]  # fmt: skip
     print(
-        f"{NODES:,} simulated 8-GPU nodes; operator defaults (resync 60 s); tracebacks: {tracebacks}"
+        f"{NODES:,} simulated 8-GPU nodes; operator defaults (resync 60 s); tracebacks or refused calls: {problems}"
     )
     if any(idle_writes.values()):
         print(f"idle writes by resource: {idle_writes}")

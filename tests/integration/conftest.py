@@ -70,8 +70,9 @@ def kube(control_plane: ControlPlane) -> Iterator[Kube]:
 class OperatorProcess:
     """``tessera run`` as a real process against the test control plane.
 
-    ``kubeconfig`` defaults to the admin's; the session fixture passes the ServiceAccount
-    kubeconfig of config/rbac. ``metrics_port`` 0 turns /metrics off.
+    ``kubeconfig`` holds a token of config/rbac's ServiceAccount (``service_account_kubeconfig``,
+    or the session operator's): there is no admin default, so no test can run the operator as
+    admin by leaving it out. ``metrics_port`` 0 turns /metrics off.
     """
 
     def __init__(
@@ -79,13 +80,13 @@ class OperatorProcess:
         plane: ControlPlane,
         log_path: Path,
         *extra: str,
-        kubeconfig: Path | None = None,
+        kubeconfig: Path,
         metrics_port: int = 0,
     ) -> None:
         self.plane = plane
         self.log_path = log_path
         self.extra = extra
-        self.kubeconfig = kubeconfig or plane.kubeconfig
+        self.kubeconfig = kubeconfig
         self.metrics_port = metrics_port
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -170,3 +171,12 @@ def operator(
     errors = [i for i, line in enumerate(lines) if "Traceback" in line or "forbidden" in line]
     context = "\n".join("\n".join(lines[max(i - 2, 0) : i + 25]) for i in errors[:3])
     assert not errors, f"the operator logged {len(errors)} tracebacks or denials:\n{context}"
+
+
+@pytest.fixture
+def scratch(kubectl: Kubectl) -> Iterator[list[str]]:
+    """Namespaces the test creates; deleted afterwards with their never-scheduled pods."""
+    made: list[str] = []
+    yield made
+    for ns in made:
+        kubectl.ok("delete", "namespace", ns, "--wait=false")

@@ -8,7 +8,6 @@ namespace labelled like the agent's, and refused in one labelled like the operat
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,15 +35,6 @@ def parts(install: str, kubectl: Kubectl) -> tuple[dict[str, str], dict[str, str
         if d["kind"] == "Namespace" and d["metadata"]["name"] == ds["metadata"]["namespace"]
     )
     return operator_labels, ns["metadata"]["labels"], ds
-
-
-@pytest.fixture
-def scratch(kubectl: Kubectl) -> Iterator[list[str]]:
-    """Namespaces the test creates; deleted afterwards with their never-scheduled pods."""
-    made: list[str] = []
-    yield made
-    for ns in made:
-        kubectl.ok("delete", "namespace", ns, "--wait=false")
 
 
 @pytest.mark.parametrize("install", ["kustomize", "helm"])

@@ -33,11 +33,38 @@ def ascend_nodes(
     sims = npunode.AscendNodes(kube, tmp_path_factory.mktemp("ascend")).start()
     runner = kubelet.Kubelet(kube).start()
     fleet.create_nodes(kube, fleet.pool(POOL, "Ascend310P3", 2, devices=2))
+    _wait_for_the_agent_policy(kube, tmp_path_factory.mktemp("policy-probe"))
     yield sims
     sims.stop()
     runner.stop()
     problems = sims.problems()
     assert not problems, "the vNPU agents logged refusals or crashes:\n" + "\n".join(problems)
+
+
+def _wait_for_the_agent_policy(kube: Kube, folder: Path) -> None:
+    """Until the API server enforces the agent's ValidatingAdmissionPolicy: it loads a new
+    policy a moment after its creation (config/rbac is applied at the session's start), and a
+    test of what the policy refuses must not race that. The probe is an agent token bound to
+    no Pod, whose every change to a Node the policy refuses."""
+    bearer = identity.token(kube, identity.AGENT)
+    probe = Kube.from_kubeconfig(str(identity.kubeconfig(kube, bearer, "probe", folder / "kc")))
+    node = path_of("v1", "nodes", f"{POOL}-0")
+    key = "test.tessera.io/policy-probe"
+
+    def refused() -> bool:
+        try:
+            probe.patch(node, {"metadata": {"annotations": {key: "x"}}})
+        except ApiError as err:
+            if err.status == 403 and "tessera-agent-own-node" in err.message:
+                return True
+            raise
+        kube.patch(node, {"metadata": {"annotations": {key: None}}})  # not in force yet
+        return False
+
+    try:
+        eventually(refused, 60, "the API server to enforce the policy tessera-agent-own-node")
+    finally:
+        probe.close()
 
 
 def _ready(kube: Kube) -> bool:
@@ -147,21 +174,100 @@ def test_the_agent_token_may_change_its_own_node_and_no_other(
     kube: Kube, ascend_nodes: npunode.AscendNodes
 ) -> None:
     own, other = f"{POOL}-0", f"{POOL}-1"
-    probe = "test.tessera.io/agent-probe"
     agent = _agent_kube(ascend_nodes, own)
-    try:
-        agent.patch(path_of("v1", "nodes", own), {"metadata": {"annotations": {probe: "own"}}})
+    try:  # what the agent reports, on its own Node: allowed; on another: refused
+        agent.patch(
+            path_of("v1", "nodes", own), {"metadata": {"annotations": {ERROR_ANNOTATION: "probe"}}}
+        )
         with pytest.raises(ApiError) as refused:
-            agent.patch(path_of("v1", "nodes", other), {"metadata": {"annotations": {probe: "x"}}})
+            agent.patch(
+                path_of("v1", "nodes", other),
+                {"metadata": {"annotations": {ERROR_ANNOTATION: "probe"}}},
+            )
+        agent.patch(
+            path_of("v1", "nodes", own), {"metadata": {"annotations": {ERROR_ANNOTATION: None}}}
+        )
     finally:
         agent.close()
     assert refused.value.status == 403, refused.value
     message = refused.value.message
     assert "tessera-agent-own-node" in message, message
     assert f"tessera-agent on Node {own} may change only Node {own}, not Node {other}" in message
-    assert kube.get(path_of("v1", "nodes", own))["metadata"]["annotations"][probe] == "own"
-    assert probe not in kube.get(path_of("v1", "nodes", other))["metadata"]["annotations"]
-    kube.patch(path_of("v1", "nodes", own), {"metadata": {"annotations": {probe: None}}})
+    untouched = kube.get(path_of("v1", "nodes", other))["metadata"].get("annotations") or {}
+    assert ERROR_ANNOTATION not in untouched
+
+
+# What the agent's token may not do to its own Node: it reports through its state label and
+# its two annotations, nothing else (a compromised agent must not uncordon its Node, drop
+# Tessera's taint, relabel it to attract workloads or forge another component's annotation).
+OWN_NODE_REFUSALS = {
+    "cordon": ({"spec": {"unschedulable": True}}, "may not change the spec of Node"),
+    "taint": (
+        {"spec": {"taints": [{"key": "x.test/t", "effect": "NoSchedule"}]}},
+        "may not change the spec of Node",
+    ),
+    "label": (
+        {"metadata": {"labels": {c.VNPU_CONFIG_LABEL: "forged"}}},
+        "may change only the label tessera.io/vnpu.config.state of Node",
+    ),
+    "new label": (
+        {"metadata": {"labels": {"x.test/attract": "yes"}}},
+        "may change only the label tessera.io/vnpu.config.state of Node",
+    ),
+    "annotation": (
+        {"metadata": {"annotations": {"x.test/probe": "x"}}},
+        "may change only the annotations tessera.io/vnpu.config.error and",
+    ),
+}
+
+
+@pytest.mark.parametrize("change", OWN_NODE_REFUSALS)
+def test_the_agent_token_may_change_only_its_reports_on_its_own_node(
+    kube: Kube, ascend_nodes: npunode.AscendNodes, change: str
+) -> None:
+    own = f"{POOL}-0"
+    patch, words = OWN_NODE_REFUSALS[change]
+    before = kube.get(path_of("v1", "nodes", own))
+    agent = _agent_kube(ascend_nodes, own)
+    try:
+        with pytest.raises(ApiError) as refused:
+            agent.patch(path_of("v1", "nodes", own), patch)
+    finally:
+        agent.close()
+    assert refused.value.status == 403, refused.value
+    assert "tessera-agent-own-node" in refused.value.message, refused.value.message
+    assert words in refused.value.message, refused.value.message
+    after = kube.get(path_of("v1", "nodes", own))
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_the_agent_token_may_not_create_delete_or_touch_node_status(
+    kube: Kube, ascend_nodes: npunode.AscendNodes
+) -> None:
+    """RBAC grants the agent get, list, watch and patch on Nodes: nothing else."""
+    own, other = f"{POOL}-0", f"{POOL}-1"
+    agent = _agent_kube(ascend_nodes, own)
+    calls = {
+        "delete another Node": lambda: agent.delete(path_of("v1", "nodes", other)),
+        "delete its own Node": lambda: agent.delete(path_of("v1", "nodes", own)),
+        "create a Node": lambda: agent.create(
+            path_of("v1", "nodes"), {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}}
+        ),
+        "patch its Node's status": lambda: agent.patch(
+            path_of("v1", "nodes", own) + "/status", {"status": {"capacity": {"x.test/r": "1"}}}
+        ),
+        "read a Secret": lambda: agent.get(path_of("v1", "secrets", namespace="tessera-system")),
+    }
+    statuses = {}
+    try:
+        for name, call in calls.items():
+            with pytest.raises(ApiError) as refused:
+                call()
+            statuses[name] = refused.value.status
+    finally:
+        agent.close()
+    assert statuses == dict.fromkeys(calls, 403)
+    assert kube.get_or_none(path_of("v1", "nodes", other)) is not None
 
 
 def test_an_agent_token_bound_to_no_node_may_change_no_node(

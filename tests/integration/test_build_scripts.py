@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from . import tools
 from .helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,3 +247,8 @@ def test_a_new_control_plane_entry_links_what_an_older_one_holds_and_builds_the_
     ], builds
     assert {p.name: (p.stat().st_ino, p.read_text()) for p in old.iterdir()} == before
     assert sandbox.leftovers() == []
+
+
+def test_a_tool_that_cannot_be_built_fails_the_test_with_what_the_script_said() -> None:
+    with pytest.raises(tools.ToolBuildError, match="unknown tool no-such-tool"):
+        tools.tool("no-such-tool")

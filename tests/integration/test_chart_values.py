@@ -19,9 +19,7 @@ from tessera.adapters.kube import Kube
 
 from .conftest import ROOT, Kubectl
 from .helpers import namespace
-from .tools import CHART, helm, helm_template
-
-SERVICE_MONITOR_API = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+from .tools import CHART, SERVICE_MONITOR_API, helm, helm_template
 
 
 def docs(manifest: str) -> list[dict[str, Any]]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -102,3 +104,53 @@ def test_the_explore_hint_runs_as_printed_in_a_shell_without_the_venv(
     assert out.returncode in (0, 2), out.stderr
     assert "h100-inference" in out.stdout
     assert "NodePoolGeometry" in out.stdout or "No changes" in out.stdout, out.stdout
+
+
+def _whoami(kubeconfig: Path) -> dict[str, Any]:
+    """The user the API server sees behind ``kubeconfig`` (a SelfSubjectReview)."""
+    client = Kube.from_kubeconfig(str(kubeconfig))
+    try:
+        review = client.create(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+    finally:
+        client.close()
+    user: dict[str, Any] = review["status"]["userInfo"]
+    return user
+
+
+def test_make_demo_runs_the_operator_and_the_agents_as_their_service_accounts(
+    tmp_path: Path,
+) -> None:
+    """`make demo` itself (``tessera dev demo``, its own control plane): it succeeds, and what
+    it runs of Tessera's authenticates as config/rbac's ServiceAccounts, the agents with
+    tokens naming their nodes."""
+    state = tmp_path / "demo"
+    tessera = [sys.executable, "-m", "tessera.cli.main", "dev"]
+    try:
+        run = subprocess.run(
+            [*tessera, "demo", f"--state-dir={state}"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "refused:" not in run.stdout, run.stdout
+        assert _whoami(state / "operator.kubeconfig")["username"] == identity.OPERATOR.username
+        agents = sorted((state / "agents").glob("*/agent.kubeconfig"))
+        assert [p.parent.name for p in agents] == ["ascend-310p-0", "ascend-310p-1"]
+        for config in agents:
+            user = _whoami(config)
+            assert user["username"] == identity.AGENT.username
+            assert user["extra"][identity.NODE_NAME_EXTRA] == [config.parent.name]
+    finally:
+        down = subprocess.run(
+            [*tessera, "down", f"--state-dir={state}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert down.returncode == 0, down.stderr

@@ -24,10 +24,9 @@ from tessera.observability import metrics
 
 from .conftest import ROOT, Kubectl, OperatorProcess
 from .helpers import custom, eventually, namespace
-from .tools import helm_template
+from .tools import SERVICE_MONITOR_API, helm_template
 
 CONFIG = ROOT / "config"
-SERVICE_MONITOR_API = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
 KUSTOMIZATIONS = sorted(p.parent.name for p in CONFIG.glob("*/kustomization.yaml"))
 
 
@@ -241,3 +240,31 @@ def test_argo_cd_syncs_every_install_object_before_the_custom_resources(kubectl:
     assert {w for (kind, _), w in waves.items() if kind in {"NodePoolGeometry", "TenantQuota"}} == {
         "0"
     }
+
+
+def test_the_agent_policy_follows_the_agent_namespace_the_chart_is_given() -> None:
+    """A policy naming another ServiceAccount than the agent's would match nothing: the agent
+    would be free to change every Node. Moved to another namespace, everything follows."""
+    chart = helm_template("vnpuAgent.namespace=npu-agents")
+    [policy] = _docs(chart, "ValidatingAdmissionPolicy")
+    [condition] = policy["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        "request.userInfo.username == 'system:serviceaccount:npu-agents:tessera-agent'"
+    )
+    agent_accounts = [
+        d for d in _docs(chart, "ServiceAccount") if d["metadata"]["name"] == "tessera-agent"
+    ]
+    assert [d["metadata"]["namespace"] for d in agent_accounts] == ["npu-agents"]
+    [ds] = _docs(chart, "DaemonSet")
+    assert ds["metadata"]["namespace"] == "npu-agents"
+    assert ds["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-agent"
+    subjects = [
+        s
+        for kind in ("ClusterRoleBinding", "RoleBinding")
+        for d in _docs(chart, kind)
+        if d["metadata"]["name"].endswith("-agent")
+        for s in d["subjects"]
+    ]
+    assert subjects and all(
+        (s["name"], s["namespace"]) == ("tessera-agent", "npu-agents") for s in subjects
+    )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import shlex
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -64,15 +63,6 @@ def selected(kubectl: Kubectl, ns: str, selector: dict[str, Any]) -> list[str]:
     labels = ",".join(f"{k}={v}" for k, v in selector["matchLabels"].items())
     out = kubectl.ok("get", "pods", "-n", ns, "-l", labels, "-o", "json")
     return sorted(p["metadata"]["name"] for p in json.loads(out)["items"])
-
-
-@pytest.fixture
-def scratch(kubectl: Kubectl) -> Iterator[list[str]]:
-    """Namespaces the test creates; deleted afterwards with their never-scheduled pods."""
-    made: list[str] = []
-    yield made
-    for ns in made:
-        kubectl.ok("delete", "namespace", ns, "--wait=false")
 
 
 @pytest.mark.parametrize("install", INSTALLS)

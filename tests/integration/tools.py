@@ -8,17 +8,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "tessera"
+# helm template offline knows no ServiceMonitor API: this says the cluster serves it.
+SERVICE_MONITOR_API = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+
+
+class ToolBuildError(RuntimeError):
+    """hack/build-tool.sh failed; the message holds the tail of what it said (on a fresh
+    machine: no Go, no network, a module the proxy refused)."""
 
 
 @cache
 def tool(name: str) -> Path:
     out = subprocess.run(
         [str(ROOT / "hack" / "build-tool.sh"), name],
-        check=True,
+        check=False,
         capture_output=True,
         text=True,
         timeout=900,  # a cold build downloads its modules first
     )
+    if out.returncode != 0:
+        raise ToolBuildError(
+            f"hack/build-tool.sh {name} exited with {out.returncode}:\n{out.stderr[-4000:]}"
+        )
     return Path(out.stdout.strip().splitlines()[-1])
 
 
