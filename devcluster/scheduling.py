@@ -16,12 +16,13 @@ upstream one, which deletes a terminating pod at once.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .build_tool import build_tool
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_SELECTOR = f"{KWOK_ANNOTATION}=fake"
@@ -29,6 +30,8 @@ KWOK_NODE_SELECTOR = f"{KWOK_ANNOTATION}=fake"
 # name (on by default in 1.34, listed so that it stays on whatever the default becomes).
 ALL_CONTROLLERS = ("*", "resourceclaim-controller")
 STAGES_FILE = "kwok-stages.yaml"
+# A cold KWOK build downloads its modules (and maybe a newer Go) and takes 6-10 min on 2 cores.
+KWOK_BUILD_TIMEOUT = 1800.0
 NODE_HEARTBEAT_STAGE = "node-heartbeat-with-lease"
 
 # A terminating pod stays Terminating until its deletionTimestamp (the delete request plus
@@ -72,9 +75,7 @@ def find_kwok() -> Path:
     preset = os.environ.get("TESSERA_KWOK_BIN")
     if preset:
         return Path(preset)
-    script = Path(__file__).resolve().parents[1] / "hack" / "build-tool.sh"
-    out = subprocess.run([str(script), "kwok"], check=True, capture_output=True, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return build_tool("kwok", timeout=KWOK_BUILD_TIMEOUT)
 
 
 def kwok_config(options: Scheduling, workdir: Path) -> Path:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from devcluster import build_tool, scheduling
+
 from . import tools
 from .helpers import eventually
 
@@ -252,3 +254,40 @@ def test_a_new_control_plane_entry_links_what_an_older_one_holds_and_builds_the_
 def test_a_tool_that_cannot_be_built_fails_the_test_with_what_the_script_said() -> None:
     with pytest.raises(tools.ToolBuildError, match="unknown tool no-such-tool"):
         tools.tool("no-such-tool")
+
+
+def test_kwok_that_cannot_be_built_fails_the_dev_cluster_with_what_the_script_said(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TESSERA_KWOK_BIN", raising=False)
+    for name, value in sandbox.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FAKE_GO_FAIL", "1")
+    sandbox.gate.touch()
+    with pytest.raises(
+        tools.ToolBuildError, match=r"(?s)build-tool.sh kwok.*fake go: build failed"
+    ):
+        scheduling.find_kwok()
+
+
+def test_a_build_past_its_timeout_is_stopped_and_fails_with_how_far_it_got(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in sandbox.env.items():
+        monkeypatch.setenv(name, value)
+    # the gate stays shut: the stand-in go never finishes on its own
+    with pytest.raises(tools.ToolBuildError, match=r"(?s)within 10 s.*building helm"):
+        build_tool.build_tool("helm", timeout=10)
+    assert _running_with(f"FAKE_GO_GATE={sandbox.gate}") == [], "the build went on"
+
+
+def _running_with(env_entry: str) -> list[int]:
+    """Processes whose environment holds ENV_ENTRY (the stand-in go of one sandbox)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and env_entry.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found

@@ -6,31 +6,19 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+from devcluster.build_tool import ToolBuildError, build_tool
+
+__all__ = ["CHART", "SERVICE_MONITOR_API", "ToolBuildError", "helm", "helm_template", "tool"]
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "tessera"
 # helm template offline knows no ServiceMonitor API: this says the cluster serves it.
 SERVICE_MONITOR_API = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
 
 
-class ToolBuildError(RuntimeError):
-    """hack/build-tool.sh failed; the message holds the tail of what it said (on a fresh
-    machine: no Go, no network, a module the proxy refused)."""
-
-
 @cache
 def tool(name: str) -> Path:
-    out = subprocess.run(
-        [str(ROOT / "hack" / "build-tool.sh"), name],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,  # a cold build downloads its modules first
-    )
-    if out.returncode != 0:
-        raise ToolBuildError(
-            f"hack/build-tool.sh {name} exited with {out.returncode}:\n{out.stderr[-4000:]}"
-        )
-    return Path(out.stdout.strip().splitlines()[-1])
+    return build_tool(name, timeout=900)
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
