@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors exit ``usage_status`` (argparse's own: 2)."""
 
     usage_status = 2
+    # What to say of a word that is none of this parser's sub-commands (argparse: "invalid
+    # choice"), given the word; None keeps argparse's message.
+    unknown_command: Callable[[str], str] | None = None
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        explain = self.unknown_command
+        command = isinstance(action, argparse._SubParsersAction)
+        if explain and command and value not in (action.choices or ()):
+            self.error(explain(value))
+        super()._check_value(action, value)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)

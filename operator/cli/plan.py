@@ -48,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "2: changes, 1: error (also a usage error).",
     )
     _usage_exits_1(plan)
+    if isinstance(plan, Parser):
+        plan.unknown_command = _stray_path
     plan.add_argument(
         "-f",
         "--filename",
@@ -96,6 +98,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     snap.add_argument("--kubeconfig", help="default: $KUBECONFIG")
     configmaps.add_flags(snap, "ConfigMaps to read (as given to `tessera run`)", sub=True)
     snap.set_defaults(func=_snapshot)
+
+
+def _stray_path(word: str) -> str:
+    """``tessera plan -f a.yaml b.yaml``: b.yaml is read as a sub-command, not a manifest."""
+    return (
+        f"{word!r} is no command of tessera plan (only snapshot); -f takes one path, "
+        f"so each manifest needs its own -f: ... -f {word}"
+    )
 
 
 def _usage_exits_1(parser: argparse.ArgumentParser) -> None:

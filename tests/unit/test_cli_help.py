@@ -69,6 +69,25 @@ def test_usage_errors_exit_as_each_command_documents(
     assert "usage: tessera" in err and "error:" in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "-f", "a.yaml", "b.yaml"],
+        ["plan", "-f", "a.yaml", "b.yaml", "c.yaml"],
+        ["plan", "--prune", "-f", "a.yaml", "b.yaml", "-o", "json"],
+    ],
+)
+def test_two_paths_after_one_f_are_a_usage_error_that_says_f_takes_one_path(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse read b.yaml as a sub-command: "invalid choice: 'b.yaml' (choose from ...)"."""
+    assert _usage_status(argv) == 1
+    err = capsys.readouterr().err
+    assert "usage: tessera plan" in err and "invalid choice" not in err
+    assert "'b.yaml' is no command of tessera plan (only snapshot)" in err
+    assert "-f takes one path, so each manifest needs its own -f: ... -f b.yaml" in err
+
+
 @pytest.mark.parametrize(("argv", "code"), [(["plan", "--bogus"], 1), (["plan", "-o", "yaml"], 1), (["geometry", "--bogus"], 2)])  # fmt: skip
 def test_usage_errors_exit_the_same_as_a_module(argv: list[str], code: int) -> None:
     """``python -m tessera.cli.main`` (as tests and scripts run it) loads main as __main__."""
