@@ -3,7 +3,9 @@
 A ServiceMonitor needs the Prometheus Operator: the chart renders one only where the cluster
 serves its API (Helm's capabilities: discovery on install, ``--api-versions`` offline) or when
 forced, and otherwise stops with a message naming the value. ``operator.env`` / ``envFrom``
-reach the operator's container, checked by the real API server.
+reach the operator's container, checked by the real API server. An empty
+``vnpuAgent.namespace`` stops the chart rather than put the privileged agent in the release
+namespace.
 """
 
 from __future__ import annotations
@@ -125,3 +127,17 @@ def test_readme_documents_every_value_it_names() -> None:
         for part in dotted.split("."):
             assert isinstance(node, dict) and part in node, f"README names {dotted}, not in values"
             node = node[part]
+
+
+def test_an_empty_agent_namespace_stops_the_chart_with_a_message_naming_the_value() -> None:
+    """It defaulted to the release namespace, which Pod Security holds to restricted."""
+    refused = helm("template", "tessera", str(CHART), "--set", "vnpuAgent.namespace=")
+    assert refused.returncode != 0, refused.stdout
+    message = " ".join(refused.stderr.split())
+    assert "vnpuAgent.namespace is empty: the vNPU agent runs privileged" in message
+    assert "set vnpuAgent.namespace, or vnpuAgent.enabled=false" in message
+    off = helm_template("vnpuAgent.namespace=", "vnpuAgent.enabled=false")
+    assert "DaemonSet" not in kinds(off)
+    assert {"tessera-agent"} == {
+        d["metadata"].get("namespace") for d in docs(helm_template()) if d["kind"] == "DaemonSet"
+    }

@@ -20,6 +20,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end }}
 
+{{- /* The agent runs privileged: never fall back to the release namespace (restricted). */ -}}
 {{- define "tessera.agentNamespace" -}}
-{{ .Values.vnpuAgent.namespace | default .Release.Namespace }}
+{{ required "vnpuAgent.namespace is empty: the vNPU agent runs privileged and needs a namespace of its own whose Pod Security allows it (default tessera-agent), not the release namespace (restricted); set vnpuAgent.namespace, or vnpuAgent.enabled=false" .Values.vnpuAgent.namespace }}
 {{- end }}
