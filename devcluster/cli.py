@@ -96,16 +96,13 @@ def _demo(args: argparse.Namespace) -> int:
     )
     print("==> applying config/samples")
     print(kubectl("apply", "-k", str(ROOT / "config" / "samples")), end="")
-    waiting_ok = () if demo.has_ascend_agents() else ("ascend-310p",)
-    ready = _watch(kube, args.timeout, waiting_ok)
+    ready = _watch(kube, args.timeout)
     kube.close()
     refused = demo.refusals(state, marks)
     for line in refused[:10]:
         print(f"    refused: {line}")
     print(f"==> kubectl get tessera ({time.monotonic() - started:.0f}s)")
     print(kubectl("get", "tessera"), end="")
-    if waiting_ok:
-        print("    (ascend-310p waits for the Ascend vNPU agent, not part of this build yet)")
     print("\nExplore with:")
     print(explore_hint(session.kubeconfig, session.kubectl))
     print("Stop with: make demo-down")
@@ -126,7 +123,7 @@ def explore_hint(kubeconfig: Path, kubectl: Path) -> str:
     )
 
 
-def _watch(kube: object, timeout: float, waiting_ok: tuple[str, ...]) -> bool:
+def _watch(kube: object, timeout: float) -> bool:
     """Redraw the progress table every second until every object is Ready or the deadline."""
     from devcluster import demo
 
@@ -141,7 +138,7 @@ def _watch(kube: object, timeout: float, waiting_ok: tuple[str, ...]) -> bool:
         if tty or text != last:
             print(text, flush=True)
             shown, last = text.count("\n") + 1, text
-        done = demo.settled(rows, waiting_ok)
+        done = demo.settled(rows)
         if done or time.monotonic() > deadline:
             if not done:
                 print(f"    not everything is Ready after {timeout:.0f}s; see the operator log")

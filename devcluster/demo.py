@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
-from . import fleet, gpunode, hami_ascend, identity, kubelet
+from . import fleet, gpunode, hami_ascend, identity, kubelet, npunode
 from . import session as dev_session
 
 TENANT_LABEL = "tessera.io/tenant"
@@ -92,36 +92,20 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
         gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
         kubelet.Kubelet(kube).start(),
         hami_ascend.HamiAscendPlugin(kube).start(),
+        npunode.AscendNodes(kube, workdir).start(),
     ]
     names = [
         "gpu-agents (MIG manager, device-plugin config manager, GFD)",
         "kubelet",
         "HAMi Ascend device plugin (nodes labelled ascend=on)",
+        "vnpu agents (one per Ascend node, fake npu-smi)",
     ]
-    ascend = _ascend_agents()
-    if ascend is not None:
-        sims.append(ascend(kube, workdir).start())
-        names.append("vnpu agents (one per Ascend node, fake npu-smi)")
     try:
         stop.wait()
     finally:
         for sim in sims:
             sim.stop()
     return names
-
-
-def _ascend_agents() -> Callable[[Kube, Path], Any] | None:
-    """The Ascend vNPU agents, once that part of Tessera is installed."""
-    try:
-        from . import npunode  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        return None
-    agents: Callable[[Kube, Path], Any] = npunode.AscendNodes
-    return agents
-
-
-def has_ascend_agents() -> bool:
-    return _ascend_agents() is not None
 
 
 # -- Tessera's identities ------------------------------------------------------------------------
@@ -266,6 +250,6 @@ def table(found: Sequence[Row]) -> str:
     )
 
 
-def settled(found: Sequence[Row], waiting_ok: Sequence[str] = ()) -> bool:
-    """Every object Ready, except those allowed to wait (a pool whose agent is absent)."""
-    return bool(found) and all(r.ready == "True" or r.name in waiting_ok for r in found)
+def settled(found: Sequence[Row]) -> bool:
+    """Every object Ready."""
+    return bool(found) and all(r.ready == "True" for r in found)

@@ -56,11 +56,10 @@ def test_demo_scenario_converges_without_errors(
     assert len(created) == sum(n for _, _, n, _ in demo.DEMO.pools)
     assert demo.build(kube) == []  # a rerun creates nothing and resets no node
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
-    waiting_ok = () if demo.has_ascend_agents() else ("ascend-310p",)
 
     def converged() -> list[demo.Row] | None:
         rows = [r for r in demo.rows(kube) if (r.kind, r.name) in SAMPLES]
-        return rows if len(rows) == len(SAMPLES) and demo.settled(rows, waiting_ok) else None
+        return rows if len(rows) == len(SAMPLES) and demo.settled(rows) else None
 
     rows = eventually(converged, DEADLINE, "every sample Ready")
     elapsed = time.monotonic() - started
