@@ -9,8 +9,6 @@ models only, so they are A30s with MIG off.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -151,7 +149,7 @@ def prune(state_dir: Path, names: Sequence[str]) -> None:
     session = dev_session.load(state_dir)
     if session is None:
         return
-    pids = {n: p for n, p in session.pids.items() if n not in names or _alive(p)}
+    pids = {n: p for n, p in session.pids.items() if n not in names or dev_session.pid_running(p)}
     if pids != session.pids:
         dev_session.save(
             dev_session.DevSession(state_dir, session.kubeconfig, session.kubectl, pids)
@@ -162,7 +160,7 @@ def spawn(
     session: dev_session.DevSession, name: str, argv: Sequence[str]
 ) -> dev_session.DevSession:
     """Start ``tessera ARGV`` in its own process group, logging to STATE_DIR/NAME.log."""
-    if name in session.pids and _alive(session.pids[name]):
+    if name in session.pids and dev_session.pid_running(session.pids[name]):
         return session
     log = (session.state_dir / f"{name}.log").open("ab")
     proc = subprocess.Popen(
@@ -174,19 +172,6 @@ def spawn(
     )
     log.close()
     return dev_session.add_process(session, name, proc.pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    return True
 
 
 def stop_on_signal(stop: threading.Event) -> None:

@@ -87,10 +87,6 @@ def agent_pod(kube: Kube, node: str) -> dict[str, Any]:
     """
     ds = _agent_daemonset(kube)
     name = f"{AGENT_DAEMONSET}-{node}"
-    pods = path_of("v1", "pods", namespace=AGENT.namespace)
-    existing = kube.get_or_none(f"{pods}/{name}")
-    if existing is not None:
-        return existing
     owner = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -104,14 +100,10 @@ def agent_pod(kube: Kube, node: str) -> dict[str, Any]:
         "metadata": {"name": name, "labels": AGENT_LABELS, "ownerReferences": [owner]},
         "spec": {**_pod_spec(), "nodeName": node},
     }
-    return kube.create(pods, pod)
+    return _ensure(kube, path_of("v1", "pods", namespace=AGENT.namespace), pod)
 
 
 def _agent_daemonset(kube: Kube) -> dict[str, Any]:
-    path = path_of("apps/v1", "daemonsets", namespace=AGENT.namespace)
-    found = kube.get_or_none(f"{path}/{AGENT_DAEMONSET}")
-    if found is not None:
-        return found
     ds = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -121,12 +113,21 @@ def _agent_daemonset(kube: Kube) -> dict[str, Any]:
             "template": {"metadata": {"labels": AGENT_LABELS}, "spec": _pod_spec()},
         },
     }
+    return _ensure(kube, path_of("apps/v1", "daemonsets", namespace=AGENT.namespace), ds)
+
+
+def _ensure(kube: Kube, collection: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The object named in ``body``: as it exists, or created from ``body`` now."""
+    path = f"{collection}/{body['metadata']['name']}"
+    found = kube.get_or_none(path)
+    if found is not None:
+        return found
     try:
-        return kube.create(path, ds)
+        return kube.create(collection, body)
     except ApiError as err:  # another agent of this cluster created it meanwhile
         if not err.conflict:
             raise
-        return kube.get(f"{path}/{AGENT_DAEMONSET}")
+        return kube.get(path)
 
 
 def _pod_spec() -> dict[str, Any]:

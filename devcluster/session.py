@@ -29,7 +29,7 @@ class DevSession:
 
     @property
     def alive(self) -> bool:
-        return bool(self.pids) and all(_alive(pid) for pid in self.pids.values())
+        return bool(self.pids) and all(pid_running(pid) for pid in self.pids.values())
 
 
 def load(state_dir: Path) -> DevSession | None:
@@ -95,7 +95,7 @@ def down(state_dir: Path) -> list[str]:
             os.killpg(pid, signal.SIGTERM)
             stopped.append(name)
     deadline = time.monotonic() + 15
-    while any(_alive(p) for p in session.pids.values()) and time.monotonic() < deadline:
+    while any(pid_running(p) for p in session.pids.values()) and time.monotonic() < deadline:
         time.sleep(0.1)  # waiting for processes to exit, bounded by the deadline
     for pid in session.pids.values():
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -104,7 +104,8 @@ def down(state_dir: Path) -> list[str]:
     return stopped
 
 
-def _alive(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie child of ours counts as dead)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
