@@ -20,8 +20,9 @@ $(STAMP): pyproject.toml devcluster/pyproject.toml
 
 dev: $(STAMP) ## create .venv: tessera with the dev extras, and the dev cluster (devcluster/, `tessera dev`)
 
-controlplane: ## build (or reuse) etcd, kube-apiserver, kube-controller-manager, kubectl
+controlplane: ## build (or reuse) etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, KWOK
 	@hack/controlplane/build.sh >/dev/null
+	@hack/build-tool.sh kwok >/dev/null
 
 verify: $(STAMP) ## ruff, mypy --strict, import-linter, generated files are fresh
 	$(VENV)/bin/ruff check operator api devcluster tests hack bench

@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     down.add_argument("--state-dir", type=Path, default=Path(".demo"))
     down.set_defaults(func=_down)
     agents = sub.add_parser(
-        "agents", help="run the simulated node agents and kubelet (foreground, until SIGTERM)"
+        "agents", help="run the simulated device agents (foreground, until SIGTERM)"
     )
     agents.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     agents.add_argument("--workdir", type=Path, default=Path(".demo") / "agents")
@@ -54,7 +54,10 @@ def _demo(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     state = args.state_dir.resolve()
-    print("==> starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
+    print(
+        "==> starting the local cluster (etcd, kube-apiserver, kube-controller-manager,"
+        " kube-scheduler, KWOK)"
+    )
     demo.prune(state, BACKGROUND)
     session, fresh = dev_session.up(state)
     print("    started" if fresh else "    already running; reusing it")
@@ -82,7 +85,7 @@ def _demo(args: argparse.Namespace) -> int:
     kubectl("apply", "-f", str(ROOT / "config" / "agent" / "namespace.yaml"))
     kubectl("apply", "-k", str(ROOT / "config" / "rbac"))
     marks = demo.log_marks(state)
-    config = f"--kubeconfig={session.kubeconfig}"  # the simulators' (kubelet, plugins): admin
+    config = f"--kubeconfig={session.kubeconfig}"  # the simulators' (device plugins): admin
     session = demo.spawn(
         session, "agents", ["dev", "agents", config, f"--workdir={state / 'agents'}"]
     )

@@ -2,11 +2,10 @@
 
 Integration tests and ``make demo`` need the genuine API server — admission,
 CEL validation, the Eviction API, PodDisruptionBudgets, ResourceQuota
-enforcement — so we run etcd, kube-apiserver (RBAC on, a static admin token,
-service-account keys) and kube-controller-manager (quota, GC, namespace,
-service-account and disruption controllers), built from Go modules by
-``hack/controlplane/build.sh`` — with ``scheduling`` (opt-in) all default controllers,
-kube-scheduler and KWOK (:mod:`.scheduling`). Everything lives in one temporary directory
+enforcement, scheduling — so we run etcd, kube-apiserver (RBAC on, a static admin
+token, service-account keys), kube-controller-manager (all default controllers),
+kube-scheduler, built from Go modules by ``hack/controlplane/build.sh``, and KWOK for node
+and pod lifecycles (:mod:`.scheduling`). Everything lives in one temporary directory
 and one process group per binary, so ``stop()`` leaves nothing behind even when a test fails.
 """
 
@@ -29,14 +28,6 @@ from typing import IO
 from .scheduling import ALL_CONTROLLERS, Scheduling, kwok_args, kwok_config, scheduler_args
 
 ADMIN_TOKEN = "tessera-admin-token"
-CONTROLLERS = (
-    "resourcequota-controller",
-    "garbage-collector-controller",
-    "namespace-controller",
-    "serviceaccount-controller",
-    "serviceaccount-token-controller",
-    "disruption-controller",
-)
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
@@ -64,7 +55,7 @@ def free_port() -> int:
 
 @dataclass
 class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager in ``workdir``."""
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK in ``workdir``."""
 
     bin_dir: Path
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tessera-cp-")))
@@ -72,7 +63,7 @@ class ControlPlane:
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     keep_workdir: bool = False
-    scheduling: Scheduling | None = None  # also kube-scheduler, KWOK, all default controllers
+    scheduling: Scheduling = field(default_factory=Scheduling)  # scheduler and KWOK options
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -103,8 +94,7 @@ class ControlPlane:
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
             self._start_controller_manager()
-            if self.scheduling:
-                self._start_scheduling(self.scheduling, timeout)
+            self._start_scheduling(self.scheduling, timeout)
         except BaseException:
             self.stop()
             raise
@@ -221,12 +211,11 @@ class ControlPlane:
         self.kubeconfig.write_text(kubeconfig_text(self.server, ADMIN_TOKEN, self.ca_file))
 
     def _start_controller_manager(self) -> None:
-        controllers = ALL_CONTROLLERS if self.scheduling else CONTROLLERS
         self._spawn(
             "kube-controller-manager",
             [
                 f"--kubeconfig={self.kubeconfig}",
-                f"--controllers={','.join(controllers)}",
+                f"--controllers={','.join(ALL_CONTROLLERS)}",
                 f"--service-account-private-key-file={self.workdir / 'pki' / 'sa.key'}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",

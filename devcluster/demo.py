@@ -22,7 +22,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
-from . import fleet, gpunode, hami_ascend, identity, kubelet, npunode
+from . import fleet, gpunode, hami_ascend, identity, npunode
 from . import session as dev_session
 
 TENANT_LABEL = "tessera.io/tenant"
@@ -88,13 +88,11 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
     """Run every simulated agent until ``stop`` is set; returns the agents' names."""
     sims: list[Any] = [
         gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
-        kubelet.Kubelet(kube).start(),
         hami_ascend.HamiAscendPlugin(kube).start(),
         npunode.AscendNodes(kube, workdir).start(),
     ]
     names = [
         "gpu-agents (MIG manager, device-plugin config manager, GFD)",
-        "kubelet",
         "HAMi Ascend device plugin (nodes labelled ascend=on)",
         "vnpu agents (one per Ascend node, fake npu-smi)",
     ]
@@ -108,7 +106,7 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
 
 # -- Tessera's identities ------------------------------------------------------------------------
 # The operator and the vNPU agents run as their ServiceAccounts of config/rbac, never as admin;
-# the simulated kubelet, device plugins and MIG manager (not Tessera's) keep the admin's.
+# the simulated device plugins and MIG manager (not Tessera's) keep the admin's.
 
 
 def operator_kubeconfig(kube: Kube, state_dir: Path) -> Path:

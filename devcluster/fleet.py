@@ -2,21 +2,28 @@
 
 A node carries the labels GPU Feature Discovery (or the Ascend device
 plugin) would put on it and the allocatable a device plugin would advertise
-for whole devices. The agents in ``gpunode`` and ``kubelet`` then keep it
-honest as Tessera reconfigures it.
+for whole devices. KWOK plays its kubelet (it is annotated for KWOK: status and
+Lease heartbeats, the pods bound to it); the agents in ``gpunode``, ``npunode`` and
+``hami_ascend`` keep its devices honest as Tessera reconfigures it, through
+:func:`publish_devices` — the device plugin's registration, which KWOK keeps.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
 from . import hardware
+from .scheduling import KWOK_ANNOTATION
 
 SIMULATED_LABEL = "sim.tessera.io/simulated"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+READY_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ class NodeSpec:
         return hardware.is_npu(self.model)
 
 
-def node_manifest(spec: NodeSpec) -> dict[str, object]:
+def node_manifest(spec: NodeSpec) -> dict[str, Any]:
     labels = {SIMULATED_LABEL: "true", "kubernetes.io/hostname": spec.name, **spec.labels}
     if spec.pool:
         labels[c.POOL_LABEL] = spec.pool
@@ -56,29 +63,94 @@ def node_manifest(spec: NodeSpec) -> dict[str, object]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": spec.name, "labels": labels},
-        "spec": {"unschedulable": spec.unschedulable} if spec.unschedulable else {},
-        "status": {
-            "capacity": allocatable,
-            "allocatable": allocatable,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        "metadata": {
+            "name": spec.name,
+            "labels": labels,
+            "annotations": {KWOK_ANNOTATION: "fake"},
         },
+        "spec": {"unschedulable": spec.unschedulable} if spec.unschedulable else {},
+        # No conditions: KWOK reports the node Ready (and keeps these resources).
+        "status": {"capacity": allocatable, "allocatable": allocatable},
     }
 
 
-def create_nodes(kube: Kube, specs: Iterable[NodeSpec]) -> list[str]:
-    """Create the nodes (status included, which needs a second write) and return their names."""
+def create_nodes(kube: Kube, specs: Iterable[NodeSpec], *, wait: bool = True) -> list[str]:
+    """Create the nodes and their resources (status: a second write); return their names.
+
+    With ``wait``, return once KWOK has reported every node Ready and the node lifecycle
+    controller has lifted the ``not-ready`` taint the API server puts on a new node — the
+    moment the scheduler can place pods there.
+    """
+    return create_from_manifests(kube, [node_manifest(spec) for spec in specs], wait=wait)
+
+
+def create_from_manifests(
+    kube: Kube, manifests: Iterable[dict[str, Any]], *, wait: bool = True
+) -> list[str]:
+    """:func:`create_nodes` for Node manifests (``node_manifest``'s, changed by the caller)."""
     names = []
-    for spec in specs:
-        manifest = node_manifest(spec)
+    for manifest in manifests:
+        name = manifest["metadata"]["name"]
         try:
             kube.create("/api/v1/nodes", manifest)
         except ApiError as err:
             if not err.conflict:
                 raise
-        kube.patch(path_of("v1", "nodes", spec.name) + "/status", {"status": manifest["status"]})
-        names.append(spec.name)
+        kube.patch(path_of("v1", "nodes", name) + "/status", {"status": manifest["status"]})
+        names.append(name)
+    if wait:
+        wait_schedulable(kube, names)
     return names
+
+
+def wait_schedulable(kube: Kube, names: Iterable[str], timeout: float = READY_TIMEOUT) -> None:
+    """Wait until each node is Ready and free of the ``not-ready`` taint (or gone)."""
+    pending = set(names)
+    deadline = time.monotonic() + timeout
+    while pending:
+        pending = {name for name in pending if not _schedulable(kube, name)}
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes not Ready after {timeout:.0f}s (KWOK): {sorted(pending)}")
+        time.sleep(0.05)  # polling the API with a deadline
+
+
+def _schedulable(kube: Kube, name: str) -> bool:
+    node = kube.get_or_none(path_of("v1", "nodes", name))
+    if node is None:
+        return True
+    ready = any(
+        cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in (node.get("status") or {}).get("conditions") or []
+    )
+    taints = (node.get("spec") or {}).get("taints") or []
+    return ready and not any(t.get("key") == NOT_READY_TAINT for t in taints)
+
+
+def publish_devices(
+    kube: Kube, node: Mapping[str, Any], prefix: str, devices: Mapping[str, int]
+) -> None:
+    """Make ``devices`` the node's allocatable and capacity under ``prefix`` (a plugin's domain).
+
+    What a device plugin's registration does through the kubelet. Resources outside ``prefix``
+    are kept; nothing is written when the node already shows them; a node deleted meanwhile is
+    not an error.
+    """
+    current = (node.get("status") or {}).get("allocatable") or {}
+    keep = {k: v for k, v in current.items() if not k.startswith(prefix)}
+    wanted = {**keep, **{k: str(v) for k, v in devices.items()}}
+    if wanted == current:
+        return
+    patch = [
+        {"op": "replace", "path": "/status/allocatable", "value": wanted},
+        {"op": "replace", "path": "/status/capacity", "value": wanted},
+    ]
+    try:
+        kube.patch(path_of("v1", "nodes", node["metadata"]["name"]) + "/status", patch, kind="json")
+    except ApiError as err:
+        if not err.not_found:
+            raise
 
 
 def pool(name: str, model: str, count: int, devices: int = 8) -> list[NodeSpec]:

@@ -28,7 +28,7 @@ from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
-from . import hardware, kubelet, migmanager
+from . import fleet, hardware, migmanager
 from .migmanager import MigError
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class GpuNodeAgents:
             self._label(name, {}, {PLUGIN_ERROR: error, APPLIED_PLUGIN: key})
             return
         resources, replicas, sharing = shared_resources(base, config)
-        kubelet.publish_devices(self.kube, node, "nvidia.com/", resources)
+        fleet.publish_devices(self.kube, node, "nvidia.com/", resources)
         self._label(
             name,
             {c.GPU_REPLICAS_LABEL: str(replicas), c.GPU_SHARING_STRATEGY_LABEL: sharing},

@@ -36,7 +36,7 @@ from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
-from . import hardware, kubelet
+from . import fleet, hardware
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -175,6 +175,6 @@ class HamiAscendPlugin:
             if any(current.get(k) != v for k, v in annotations.items()):
                 patch = {"metadata": {"annotations": annotations}}
                 self.kube.patch(path_of("v1", "nodes", meta["name"]), patch)
-            kubelet.publish_devices(self.kube, node, "huawei.com/", devices)
+            fleet.publish_devices(self.kube, node, "huawei.com/", devices)
         except ApiError as err:  # the API server is away: its re-list hands the node back
             log.info("sim HAMi Ascend plugin: %s: %s", meta["name"], err)

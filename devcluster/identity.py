@@ -83,7 +83,7 @@ def agent_pod(kube: Kube, node: str) -> dict[str, Any]:
     It is pinned to its node (``spec.nodeName``) like every DaemonSet pod — the node is the
     point: a token bound to the Pod names it. Owned by the DaemonSet object, it is skipped by
     drains as the real agent's pod is; it runs no container (the agent runs as a process of
-    the dev cluster), and the kubelet stand-in reports it Running.
+    the dev cluster), and KWOK reports it Running.
     """
     ds = _agent_daemonset(kube)
     name = f"{AGENT_DAEMONSET}-{node}"

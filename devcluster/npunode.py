@@ -25,7 +25,7 @@ from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
-from . import fake_npu_smi, hardware, identity, kubelet
+from . import fake_npu_smi, fleet, hardware, identity
 
 
 def advertised(
@@ -164,4 +164,4 @@ class AscendNodes:
     def _advertise(self, name: str, chip: hardware.NpuChip, npus: int) -> None:
         node = self.kube.get(path_of("v1", "nodes", name))
         devices = advertised(chip, npus, self.npu_smi_state(name))
-        kubelet.publish_devices(self.kube, node, "huawei.com/", devices)
+        fleet.publish_devices(self.kube, node, "huawei.com/", devices)

@@ -1,22 +1,24 @@
-"""Real scheduling in the dev cluster, opt-in: kube-scheduler and KWOK next to the control plane.
+"""Real scheduling in the dev cluster: kube-scheduler and KWOK next to the control plane.
 
-``ControlPlane(bin_dir, scheduling=Scheduling(find_kwok()))`` also runs kube-controller-manager
-with all its default controllers (``resourceclaim-controller`` named for DRA), kube-scheduler
-(from the same Kubernetes module as the API server) and the KWOK controller
-(``sigs.k8s.io/kwok``, built by ``hack/build-tool.sh kwok``). KWOK plays the kubelet of every
-node annotated ``kwok.x-k8s.io/node: fake`` and of the pods bound to it: node status and Lease
-heartbeats, pods Running and Ready, deletion when the grace period is over.
+Every ``ControlPlane`` runs kube-controller-manager with all its default controllers
+(``resourceclaim-controller`` named for DRA), kube-scheduler (from the same Kubernetes module as
+the API server) and the KWOK controller (``sigs.k8s.io/kwok``, built by
+``hack/build-tool.sh kwok``). KWOK plays the kubelet of every node annotated
+``kwok.x-k8s.io/node: fake`` and of the pods bound to it: node status and Lease heartbeats, pods
+Running and Ready, deletion when the grace period is over.
 
 The KWOK controller has no stages of its own (kwokctl writes them into its config): the build
 puts the defaults kwokctl uses, from the pinned module, next to the binary
 (``kwok-stages.yaml``); :func:`kwok_config` adds Tessera's pod-delete stage in place of the
-upstream one, which deletes a terminating pod at once.
+upstream one, which deletes a terminating pod at once, and leaves a pod annotated
+``sim.tessera.io/stuck-terminating: "true"`` Terminating for ever (a node whose runtime hangs:
+the fault the drain tests inject).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,11 @@ STAGES_FILE = "kwok-stages.yaml"
 # A cold KWOK build downloads its modules (and maybe a newer Go) and takes 6-10 min on 2 cores.
 KWOK_BUILD_TIMEOUT = 1800.0
 NODE_HEARTBEAT_STAGE = "node-heartbeat-with-lease"
+STUCK_ANNOTATION = "sim.tessera.io/stuck-terminating"
 
 # A terminating pod stays Terminating until its deletionTimestamp (the delete request plus
 # terminationGracePeriodSeconds: a kubelet whose containers ignore SIGTERM), then is deleted;
-# pods with finalizers wait for them.
+# pods with finalizers wait for them, and a pod annotated stuck-terminating never goes.
 POD_DELETE_AFTER_GRACE: dict[str, Any] = {
     "apiVersion": "kwok.x-k8s.io/v1alpha1",
     "kind": "Stage",
@@ -47,6 +50,11 @@ POD_DELETE_AFTER_GRACE: dict[str, Any] = {
             "matchExpressions": [
                 {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
                 {"key": ".metadata.finalizers", "operator": "DoesNotExist"},
+                {
+                    "key": f'.metadata.annotations["{STUCK_ANNOTATION}"]',
+                    "operator": "NotIn",
+                    "values": ["true"],
+                },
             ]
         },
         "delay": {
@@ -58,24 +66,24 @@ POD_DELETE_AFTER_GRACE: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Scheduling:
-    """What the dev cluster runs for real scheduling, and how fast KWOK's nodes heartbeat."""
-
-    kwok_bin: Path
-    # Node Lease duration; KWOK renews each Lease every quarter of it, like the kubelet.
-    lease_seconds: int = 40
-    # Delay between node status heartbeats; None keeps KWOK's default stage (about 10 min:
-    # with Leases the status need not be fresh).
-    node_heartbeat_ms: int | None = None
-
-
 def find_kwok() -> Path:
     """The KWOK controller binary: ``TESSERA_KWOK_BIN``, else build or reuse the cache."""
     preset = os.environ.get("TESSERA_KWOK_BIN")
     if preset:
         return Path(preset)
     return build_tool("kwok", timeout=KWOK_BUILD_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """What the dev cluster runs for real scheduling, and how fast KWOK's nodes heartbeat."""
+
+    kwok_bin: Path = field(default_factory=find_kwok)
+    # Node Lease duration; KWOK renews each Lease every quarter of it, like the kubelet.
+    lease_seconds: int = 40
+    # Delay between node status heartbeats; None keeps KWOK's default stage (about 10 min:
+    # with Leases the status need not be fresh).
+    node_heartbeat_ms: int | None = None
 
 
 def kwok_config(options: Scheduling, workdir: Path) -> Path:

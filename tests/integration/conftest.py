@@ -1,8 +1,9 @@
 """One real control plane per test session, with Tessera's CRDs installed.
 
 Integration tests talk to a genuine kube-apiserver (RBAC on) backed by etcd,
-with kube-controller-manager running the quota, GC, namespace,
-service-account and disruption controllers. Nothing here is mocked.
+with kube-controller-manager running all its default controllers, kube-scheduler
+placing pods, and KWOK playing the kubelet of every simulated node (heartbeats,
+Leases, pod lifecycles). Nothing here is mocked.
 """
 
 from __future__ import annotations

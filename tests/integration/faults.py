@@ -37,11 +37,7 @@ SPARE = "faults-spare"  # where evicted pods come back: outside every pool
 def agents(kube: Kube) -> Iterator[None]:
     spare = fleet.node_manifest(fleet.NodeSpec(SPARE, "H100-80GB"))
     spare["metadata"]["labels"] = {"kubernetes.io/hostname": SPARE}  # no GPU labels: no agent
-    try:
-        kube.create("/api/v1/nodes", spare)
-    except ApiError as err:
-        if not err.conflict:
-            raise
+    fleet.create_from_manifests(kube, [spare])
     with gpu_agents(kube):
         yield
 

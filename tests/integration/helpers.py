@@ -102,16 +102,12 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 @contextlib.contextmanager
 def gpu_agents(kube: Kube) -> Iterator[None]:
-    """The simulated GPU node agents and kubelet, for the duration of a fixture."""
-    from devcluster import gpunode, kubelet
+    """The simulated GPU node agents, for the duration of a fixture (KWOK plays the kubelet)."""
+    from devcluster import gpunode
 
     namespace(kube, "gpu-operator")
-    sims = [
-        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
-        kubelet.Kubelet(kube).start(),
-    ]
+    sim = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start()
     try:
         yield
     finally:
-        for sim in sims:
-            sim.stop()
+        sim.stop()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from devcluster import fleet, identity, kubelet, npunode
+from devcluster import fleet, identity, npunode
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.agent.vnpu import ERROR_ANNOTATION, RECORD_ANNOTATION
 from tessera.api import constants as c
@@ -31,12 +31,10 @@ def ascend_nodes(
     kube: Kube, rbac: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[npunode.AscendNodes]:
     sims = npunode.AscendNodes(kube, tmp_path_factory.mktemp("ascend")).start()
-    runner = kubelet.Kubelet(kube).start()
     fleet.create_nodes(kube, fleet.pool(POOL, "Ascend310P3", 2, devices=2))
     _wait_for_the_agent_policy(kube, tmp_path_factory.mktemp("policy-probe"))
     yield sims
     sims.stop()
-    runner.stop()
     problems = sims.problems()
     assert not problems, "the vNPU agents logged refusals or crashes:\n" + "\n".join(problems)
 

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import fleet, hami_ascend, kubelet
+from devcluster import fleet, hami_ascend
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
@@ -61,12 +61,11 @@ WORK = "asc-sp-work"
 
 @pytest.fixture(scope="module", autouse=True)
 def agents(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
-    """The kubelet stand-in (it runs the NPU pods) and HAMi's Ascend device plugin."""
+    """HAMi's Ascend device plugin (KWOK runs the NPU pods)."""
     namespace(kube, WORK)
-    sims = [kubelet.Kubelet(kube).start(), hami_ascend.HamiAscendPlugin(kube).start()]
+    plugin = hami_ascend.HamiAscendPlugin(kube).start()
     yield
-    for sim in sims:
-        sim.stop()
+    plugin.stop()
 
 
 def _ascend_nodes(kube: Kube, pool: str, count: int) -> list[str]:

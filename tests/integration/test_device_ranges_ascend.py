@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from devcluster import fleet, kubelet, npunode
+from devcluster import fleet, npunode
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
@@ -24,11 +24,9 @@ POOL = "dev-npu-split"
 @pytest.fixture(scope="module")
 def ascend_nodes(kube: Kube) -> Iterator[npunode.AscendNodes]:
     sims = npunode.AscendNodes(kube).start()
-    runner = kubelet.Kubelet(kube).start()
     fleet.create_nodes(kube, fleet.pool(POOL, "Ascend310P3", 1, devices=4))
     yield sims
     sims.stop()
-    runner.stop()
 
 
 def test_an_npu_pool_split_by_ranges_rolls_out(

@@ -26,8 +26,9 @@ import itertools
 import threading
 from pathlib import Path
 
-from devcluster import fleet, gpunode, kubelet
+from devcluster import fleet, gpunode
 from devcluster.controlplane import ControlPlane
+from devcluster.scheduling import STUCK_ANNOTATION
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
@@ -209,7 +210,7 @@ def test_pod_stuck_terminating_blocks_the_drain_naming_the_pod(
     (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
     ns = f"{pool}-ns"
     namespace(kube, ns)
-    stuck = {kubelet.STUCK_ANNOTATION: "true"}
+    stuck = {STUCK_ANNOTATION: "true"}
     kube.create(
         path_of("v1", "pods", namespace=ns), gpu_pod("sticky", node=name, annotations=stuck)
     )
@@ -230,7 +231,7 @@ def test_pod_stuck_terminating_blocks_the_drain_naming_the_pod(
         pod = kube.get(pod_path)
         assert pod["metadata"].get("deletionTimestamp")  # evicted, never force-deleted
 
-        kube.patch(pod_path, {"metadata": {"annotations": {kubelet.STUCK_ANNOTATION: None}}})
+        kube.patch(pod_path, {"metadata": {"annotations": {STUCK_ANNOTATION: None}}})
         wait_ready(kube, pool, 60, f"{pool} Ready once the pod is gone")
     assert witness.worst <= 1, witness.worst
     assert_released(kube, pool)

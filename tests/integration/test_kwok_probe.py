@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
-from devcluster.kubelet import publish_devices
+from devcluster.fleet import publish_devices
 from devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
 from tessera.adapters.kube import Kube, path_of
 

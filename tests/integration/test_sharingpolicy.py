@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devcluster import gpunode, kubelet
+from devcluster import gpunode
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
@@ -46,13 +46,9 @@ HAMI_MODE = "tessera.io/hami-mode"
 def agents(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
     namespace(kube, "gpu-operator")
     namespace(kube, "sp-work")
-    sims = [
-        gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start(),
-        kubelet.Kubelet(kube).start(),
-    ]
+    sim = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start()
     yield
-    for sim in sims:
-        sim.stop()
+    sim.stop()
 
 
 def _applied(kube: Kube, names: list[str], key: str, per_node: int) -> bool:
