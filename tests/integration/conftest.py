@@ -14,6 +14,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ import pytest
 from devcluster import identity
 from devcluster.controlplane import ControlPlane, find_binaries, free_port
 from tessera.adapters.kube import Kube
+
+from .helpers import WATCHDOGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +56,14 @@ def control_plane() -> Iterator[ControlPlane]:
         kubectl = Kubectl(plane)
         kubectl.ok("apply", "--server-side", "-k", str(ROOT / "crds"))
         kubectl.ok("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        yield plane
+        # Every wait fails at once, naming the component, when the scheduler or KWOK has died
+        # (the API server is left out: fault tests restart it on purpose).
+        watchdog = partial(plane.check_alive, "kube-scheduler", "kwok", "kube-controller-manager")
+        WATCHDOGS.append(watchdog)
+        try:
+            yield plane
+        finally:
+            WATCHDOGS.remove(watchdog)
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 
 T = TypeVar("T")
+# Checks every wait runs first: the session's control plane registers one that raises, naming
+# the component (kube-scheduler, KWOK …) and its log tail, when a component has died — so a
+# test fails at once instead of waiting out its deadline for something that cannot happen.
+WATCHDOGS: list[Callable[[], None]] = []
 
 
 def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
@@ -17,6 +21,8 @@ def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str =
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
+        for watchdog in WATCHDOGS:
+            watchdog()
         last = probe()
         if last:
             return last
@@ -82,6 +88,103 @@ def owned_pod(
     }
     pod = gpu_pod(name, resource, node=node, labels={"app": name}, ownerReferences=[owner])
     kube.create(path_of("v1", "pods", namespace=namespace), pod)
+
+
+# -- workloads: placed by kube-scheduler, run by KWOK --------------------------------------------
+# A test's workload is what a platform's user runs: a Deployment (or StatefulSet, Job) whose pods
+# ask for accelerator resources and are placed by the scheduler. ``pool`` selects the pool's
+# nodes by their label, as a team's workload targets its pool; nothing here sets ``nodeName``.
+
+
+def deployment(
+    name: str,
+    *,
+    pool: str = "",
+    resource: str = "nvidia.com/gpu",
+    count: int = 1,
+    replicas: int = 1,
+    grace: int = 1,
+    annotations: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Deployment ``name`` of ``replicas`` pods (label ``app=<name>``), each asking ``count``
+    of ``resource``; on the nodes of ``pool`` (label ``tessera.io/pool``) when given."""
+    selector = {**({"tessera.io/pool": pool} if pool else {}), **(node_selector or {})}
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "image": "serve", "resources": {"limits": {resource: str(count)}}}
+        ],
+        "terminationGracePeriodSeconds": grace,
+    }
+    if selector:
+        spec["nodeSelector"] = selector
+    template_meta: dict[str, Any] = {"labels": {"app": name}}
+    if annotations:
+        template_meta["annotations"] = annotations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": template_meta, "spec": spec},
+        },
+    }
+
+
+def pdb(name: str, *, min_available: int | None = None, max_unavailable: int | None = None) -> Obj:
+    """A PodDisruptionBudget over ``app=<name>``."""
+    budget: dict[str, Any] = {"selector": {"matchLabels": {"app": name}}}
+    if min_available is not None:
+        budget["minAvailable"] = min_available
+    if max_unavailable is not None:
+        budget["maxUnavailable"] = max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": budget,
+    }
+
+
+def app_pods(kube: Kube, ns: str, app: str, *, live: bool = True) -> list[Obj]:
+    """The pods of ``app`` in ``ns``; with ``live``, only those not terminating."""
+    pods = kube.list(path_of("v1", "pods", namespace=ns), label_selector=f"app={app}")
+    return [p for p in pods if not (live and p["metadata"].get("deletionTimestamp"))]
+
+
+def running(pod: Obj) -> bool:
+    ready = (condition(pod, "Ready") or {}).get("status") == "True"
+    return (pod.get("status") or {}).get("phase") == "Running" and ready
+
+
+def wait_running(kube: Kube, ns: str, app: str, replicas: int, timeout: float = 60.0) -> list[Obj]:
+    """Wait until ``replicas`` live pods of ``app`` run and are Ready; return them."""
+
+    def all_running() -> list[Obj] | None:
+        pods = app_pods(kube, ns, app)
+        return pods if len(pods) == replicas and all(map(running, pods)) else None
+
+    return eventually(all_running, timeout, f"{replicas} pod(s) of {ns}/{app} Running and Ready")
+
+
+def serve(kube: Kube, ns: str, name: str, *, budget: int | None = None, **kw: Any) -> list[Obj]:
+    """Create :func:`deployment` ``name`` in ``ns`` (and a PDB with ``minAvailable: budget``),
+    wait until the scheduler has placed every replica and KWOK runs it; return the pods."""
+    manifest = deployment(name, **kw)
+    kube.create(path_of("apps/v1", "deployments", namespace=ns), manifest)
+    if budget is not None:
+        kube.create(
+            path_of("policy/v1", "poddisruptionbudgets", namespace=ns),
+            pdb(name, min_available=budget),
+        )
+    return wait_running(kube, ns, name, manifest["spec"]["replicas"])
+
+
+def nodes_of(pods: list[Obj]) -> list[str]:
+    """Where the scheduler put ``pods`` (their ``spec.nodeName``), in order."""
+    return [p["spec"]["nodeName"] for p in pods]
 
 
 def custom(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
