@@ -40,7 +40,17 @@ from tessera.api import constants as c
 from tessera.domain.sharing import rollout_targets
 
 from .conftest import OperatorProcess
-from .helpers import condition, eventually, namespace, owned_pod
+from .helpers import (
+    app_pods,
+    condition,
+    deployment,
+    eventually,
+    namespace,
+    nodes_of,
+    pdb,
+    running,
+    wait_running,
+)
 from .sharing_support import (
     SP,
     delete_policy,
@@ -57,6 +67,7 @@ NPU = "huawei.com/Ascend310P"
 REGISTER = c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX + "Ascend310P"
 HAMI_MODE = rollout_targets.HAMI_MODE_LABEL
 WORK = "asc-sp-work"
+HOSTNAME = "kubernetes.io/hostname"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -206,10 +217,13 @@ class Timeline:
     them says whether a node was cordoned when its entry changed.
     """
 
-    def __init__(self, kube: Kube, names: Iterable[str]) -> None:
+    def __init__(self, kube: Kube, names: Iterable[str], app: str = "") -> None:
         self.names = set(names)
+        self.app = app  # the pods (label ``app``) in WORK whose readiness is recorded
         self.nodes: list[tuple[int, str, bool, int]] = []  # (revision, node, unschedulable, NPUs)
         self.entries: list[tuple[int, dict[str, Any]]] = []  # (revision, entries by node)
+        self.ready: dict[str, bool] = {}  # live pod name in WORK -> Running and Ready
+        self.ready_counts: list[int] = []  # how many were Ready, after each pod event
         self._lock = threading.Lock()
         self.informers = [
             Informer(kube, "/api/v1/nodes", self._node, name="asc-sp-nodes"),
@@ -220,6 +234,7 @@ class Timeline:
                 name="asc-sp-cm",
                 field_selector=f"metadata.name={c.HAMI_ASCEND_CONFIGMAP_NAME}",
             ),
+            Informer(kube, path_of("v1", "pods", namespace=WORK), self._pod, name="asc-sp-pods"),
         ]
 
     def __enter__(self) -> Timeline:
@@ -248,6 +263,24 @@ class Timeline:
         mine = {e["name"]: e for e in docs if e.get("name") in self.names}
         with self._lock:
             self.entries.append((int(obj["metadata"]["resourceVersion"]), mine))
+
+    def _pod(self, kind: str, obj: Obj) -> None:
+        if (obj["metadata"].get("labels") or {}).get("app") != self.app:
+            return
+        name = obj["metadata"]["name"]
+        gone = kind == "DELETED" or obj["metadata"].get("deletionTimestamp")
+        with self._lock:
+            if gone:
+                self.ready.pop(name, None)
+            else:
+                self.ready[name] = running(obj)
+            self.ready_counts.append(sum(self.ready.values()))
+
+    def fewest_ready(self, replicas: int) -> int:
+        """The fewest pods Ready at once, from the first moment ``replicas`` were."""
+        with self._lock:
+            counts = self.ready_counts[self.ready_counts.index(replicas) :]
+        return min(counts)
 
     def cordoned(self) -> set[str]:
         """Nodes that were ever cordoned while recording."""
@@ -285,27 +318,34 @@ class Timeline:
         return None
 
 
-def _npu_pod(kube: Kube, name: str, node_name: str) -> None:
-    """A pod using one NPU, owned by a ReplicaSet (nothing runs it here; the GC keeps the pod),
-    guarded by a PodDisruptionBudget that allows no disruption yet."""
-    owned_pod(kube, WORK, name, node_name, NPU)
-    budget = {
-        "metadata": {"name": name},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
+def _serving(kube: Kube, name: str, pool: str, replicas: int, budget: int | None) -> list[Obj]:
+    """A Deployment ``name`` of ``replicas`` pods each using one NPU, one per node of ``pool``
+    (required anti-affinity: an evicted replica waits for its node to come back), and a PDB
+    with ``minAvailable: budget``; returns the pods once the scheduler placed them and KWOK
+    runs them."""
+    manifest = deployment(name, pool=pool, resource=NPU, replicas=replicas)
+    one_per_node = {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": HOSTNAME}
+    manifest["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]}
     }
-    kube.create(f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets", budget)
-    eventually(
-        lambda: (_pdb(kube, name).get("status") or {}).get("currentHealthy") == 1,
-        what=f"the disruption controller counted pod {name} as running",
-    )
+    kube.create(path_of("apps/v1", "deployments", namespace=WORK), manifest)
+    if budget is not None:
+        budgets = path_of("policy/v1", "poddisruptionbudgets", namespace=WORK)
+        kube.create(budgets, pdb(name, min_available=budget))
+        eventually(
+            lambda: (_pdb(kube, name).get("status") or {}).get("currentHealthy") == replicas,
+            60,
+            f"the disruption controller counting the {replicas} pod(s) of {name}",
+        )
+    return wait_running(kube, WORK, name, replicas)
+
+
+def _uids(kube: Kube, app: str) -> set[str]:
+    return {p["metadata"]["uid"] for p in app_pods(kube, WORK, app)}
 
 
 def _pdb(kube: Kube, name: str) -> Obj:
     return kube.get(f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets/{name}")
-
-
-def _pod(kube: Kube, name: str) -> Obj | None:
-    return kube.get_or_none(path_of("v1", "pods", name, WORK))
 
 
 def _reconciling(kube: Kube, name: str, reason: str) -> bool:
@@ -328,11 +368,12 @@ def test_slot_count_changes_in_place_and_turning_soft_slicing_off_drains_node_by
     names = _ascend_nodes(kube, "asc-sp-b", 2)
     _create_policy(kube, "asc-sp-b", "asc-sp-b", {"softSlicing": True, "vDeviceCount": 4})
     wait_ready(kube, "asc-sp-b")
-    pods = [f"asc-sp-npu-{i}" for i in range(len(names))]
-    for pod, node_name in zip(pods, names, strict=True):
-        _npu_pod(kube, pod, node_name)
+    # one replica on each node, under a PDB that allows no disruption yet
+    pods = _serving(kube, "asc-sp-b", "asc-sp-b", len(names), budget=len(names))
+    assert sorted(nodes_of(pods)) == names
+    first = _uids(kube, "asc-sp-b")
 
-    with Timeline(kube, names) as seen:
+    with Timeline(kube, names, app="asc-sp-b") as seen:
         # in place: HAMi's plugin rereads vDeviceCount; running vNPUs stay where they are
         kube.patch(f"{SP}/asc-sp-b", {"spec": {"ascend": {"vDeviceCount": 6}}})
         obj = wait_ready(kube, "asc-sp-b")
@@ -343,24 +384,29 @@ def test_slot_count_changes_in_place_and_turning_soft_slicing_off_drains_node_by
             entries[n] == {"name": n, "hami-vnpu-core": True, "vDeviceCount": 6} for n in names
         )
         assert seen.cordoned() == set()
-        assert all(_pod(kube, p) is not None for p in pods)
+        assert _uids(kube, "asc-sp-b") == first
 
         # disruptive: soft -> template slicing, node by node, each drained first
         kube.patch(f"{SP}/asc-sp-b", {"spec": {"ascend": {"softSlicing": False}}})
         eventually(lambda: _reconciling(kube, "asc-sp-b", "Draining"), 30, "Reconciling/Draining")
         cordoned = _cordoned(kube, names)
         assert len(cordoned) == 1, cordoned  # maxUnavailable 1
-        entries = _entries(kube)  # the PDBs allow no eviction: nothing changed yet
+        entries = _entries(kube)  # the PDB allows no eviction: nothing changed yet
         assert all(entries[n]["hami-vnpu-core"] is True for n in names)
-        assert all(_pod(kube, p) is not None for p in pods)
+        assert _uids(kube, "asc-sp-b") == first
 
-        for pod in pods:
-            path = f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets/{pod}"
-            kube.patch(path, {"spec": {"minAvailable": 0}})
-        eventually(lambda: all(_pod(kube, p) is None for p in pods), 60, "both pods evicted")
-        obj = wait_ready(kube, "asc-sp-b", 60)
+        # one replica may be away at a time: the second node is drained only once the first
+        # node's evicted replica runs again (back on it, once it is uncordoned)
+        path = f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets/asc-sp-b"
+        kube.patch(path, {"spec": {"minAvailable": len(names) - 1}})
+        obj = wait_ready(kube, "asc-sp-b", 90)
         eventually(lambda: all(settled(kube, n) for n in names), what="both nodes uncordoned")
+        again = wait_running(kube, WORK, "asc-sp-b", len(names), 60)
 
+    assert not first & {p["metadata"]["uid"] for p in again}, "a replica was never evicted"
+    assert sorted(nodes_of(again)) == names  # each rescheduled onto its node, back in service
+    # the PDB was never violated: one replica away at a time, never two
+    assert seen.fewest_ready(len(names)) == len(names) - 1
     assert obj["metadata"]["generation"] == 3
     entries = _entries(kube)
     assert all(entries[n] == {"name": n, "hami-vnpu-core": False} for n in names)
@@ -372,7 +418,8 @@ def test_slot_count_changes_in_place_and_turning_soft_slicing_off_drains_node_by
         assert flipped is not None, f"{n}: entry never seen with hami-vnpu-core false"
         assert seen.cordoned_at(n, flipped), f"{n}: entry changed while the node was schedulable"
     for pod in pods:
-        assert eventually(partial(_evicted, kube, "asc-sp-b", pod), what=f"Evict event for {pod}")
+        name = pod["metadata"]["name"]
+        assert eventually(partial(_evicted, kube, "asc-sp-b", name), what=f"Evict event for {name}")
 
 
 # -- 3. deletion -----------------------------------------------------------------------------------
@@ -434,9 +481,8 @@ def test_turning_soft_slicing_on_drains_and_verifies_the_allocatable_hami_advert
         lambda: all(_advertised_by_hami(kube, n) == (2, 14, "false") for n in names),
         what="HAMi's plugin advertising 2 cards x 7 slots per node",
     )
-    pods = [f"asc-sp-d-npu-{i}" for i in range(len(names))]
-    for pod, node_name in zip(pods, names, strict=True):
-        owned_pod(kube, WORK, pod, node_name, NPU)
+    pods = _serving(kube, "asc-sp-d", "asc-sp-d", len(names), budget=None)  # one per node
+    assert sorted(nodes_of(pods)) == names
 
     with Timeline(kube, names) as seen:
         soft = {"softSlicing": True, "vDeviceCount": 5}
@@ -457,4 +503,6 @@ def test_turning_soft_slicing_on_drains_and_verifies_the_allocatable_hami_advert
         assert flipped is not None and seen.cordoned_at(n, flipped), n
         # verified against the plugin's 2 cards x 5 slots before it was given back
         assert seen.uncordoned_with(n) == [10], n
-    eventually(lambda: all(_pod(kube, p) is None for p in pods), 60, "both pods drained")
+    again = wait_running(kube, WORK, "asc-sp-d", len(names), 60)  # rescheduled, in service
+    assert not {p["metadata"]["uid"] for p in pods} & {p["metadata"]["uid"] for p in again}
+    assert sorted(nodes_of(again)) == names

@@ -17,7 +17,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, eventually, namespace, owned_pod
+from .helpers import app_pods, condition, eventually, namespace, nodes_of, serve, wait_running
 from .sharing_support import (
     GPU,
     PLUGIN_CM,
@@ -306,19 +306,14 @@ def test_raising_replicas_on_ten_nodes_applies_in_place_without_a_cordon(kube: K
     no_plugin_errors(kube, names)
 
 
-def _pod(kube: Kube, name: str) -> dict[str, object] | None:
-    return kube.get_or_none(path_of("v1", "pods", name, "sp-work"))
-
-
 def _reconciling(kube: Kube, name: str, reason: str) -> bool:
     cond = condition(policy(kube, name), "Reconciling")
     return bool(cond and cond["status"] == "True" and cond["reason"] == reason)
 
 
-def _owned_pod(kube: Kube, name: str, node_name: str) -> None:
-    """A GPU pod owned by a ReplicaSet, running (the simulated kubelet starts it)."""
-    owned_pod(kube, "sp-work", name, node_name)
-    eventually(lambda: ((_pod(kube, name) or {}).get("status") or {}).get("phase") == "Running")  # type: ignore[attr-defined]
+def _uids(kube: Kube, app: str) -> set[str]:
+    """The uids of ``app``'s pods in sp-work, terminating ones included."""
+    return {p["metadata"]["uid"] for p in app_pods(kube, "sp-work", app, live=False)}
 
 
 def _pdb(kube: Kube, name: str) -> dict[str, object]:
@@ -330,12 +325,11 @@ def test_backend_switch_drains_the_running_pod_through_the_eviction_api(kube: Ku
     create_policy(kube, "sp-sw", "sp-sw", "MPS", mps={"replicas": 2})
     mps_key = wait_ready(kube, "sp-sw")["status"]["configKey"]
     eventually(lambda: settled(kube, names[0]) and allocatable(kube, names[0]) == 16, what="MPS on")
-    _owned_pod(kube, "sp-train", names[0])
-    budget = {
-        "metadata": {"name": "sp-train"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "sp-train"}}},
-    }
-    kube.create("/apis/policy/v1/namespaces/sp-work/poddisruptionbudgets", budget)
+    # a training Deployment the scheduler places on the pool's node, under a PDB that allows
+    # no disruption (minAvailable 1 of 1 replica)
+    (train,) = serve(kube, "sp-work", "sp-train", pool="sp-sw", resource=GPU, budget=1)
+    assert nodes_of([train]) == names
+    victim, uid = train["metadata"]["name"], train["metadata"]["uid"]
     eventually(
         lambda: (_pdb(kube, "sp-train").get("status") or {}).get("currentHealthy") == 1,  # type: ignore[union-attr]
         what="the disruption controller counted the pod",
@@ -345,7 +339,7 @@ def test_backend_switch_drains_the_running_pod_through_the_eviction_api(kube: Ku
 
     # the PDB allows no disruption: cordoned and draining, the pod stays, the node keeps MPS
     eventually(lambda: _reconciling(kube, "sp-sw", "Draining"), 30, "Reconciling/Draining")
-    held = "eviction of pod sp-work/sp-train blocked by PodDisruptionBudget sp-work/sp-train"
+    held = f"eviction of pod sp-work/{victim} blocked by PodDisruptionBudget sp-work/sp-train"
     eventually(  # named at once, not after drain.timeout (issue 13, item 7)
         lambda: held in (condition(policy(kube, "sp-sw"), "Reconciling") or {}).get("message", ""),
         30,
@@ -353,16 +347,21 @@ def test_backend_switch_drains_the_running_pod_through_the_eviction_api(kube: Ku
     )
     assert eventually(lambda: event_with(kube, "sp-sw", "EvictionBlocked", held))
     assert node(kube, names[0])["spec"].get("unschedulable")
-    assert _pod(kube, "sp-train") is not None
+    assert [p["metadata"]["uid"] for p in app_pods(kube, "sp-work", "sp-train")] == [uid]
     assert label(kube, names[0]) == mps_key and allocatable(kube, names[0]) == 16
 
     budget_path = "/apis/policy/v1/namespaces/sp-work/poddisruptionbudgets/sp-train"
     kube.patch(budget_path, {"spec": {"minAvailable": 0}})
-    eventually(lambda: _pod(kube, "sp-train") is None, 30, "pod evicted")
+    eventually(
+        lambda: uid not in _uids(kube, "sp-train"), 30, "pod evicted (gone, not terminating)"
+    )
     ts_key = wait_ready(kube, "sp-sw")["status"]["configKey"]
     eventually(
         lambda: _applied(kube, names, ts_key, 32) and settled(kube, names[0]), what="switched"
     )
-    assert event_with(kube, "sp-sw", "Evict", "sp-work/sp-train")
+    assert event_with(kube, "sp-sw", "Evict", f"sp-work/{victim}")
+    # the ReplicaSet's replacement, Pending while the only node was cordoned, runs there again
+    (back,) = wait_running(kube, "sp-work", "sp-train", 1)
+    assert back["metadata"]["uid"] != uid and nodes_of([back]) == names
     eventually(lambda: mps_key not in plugin_data(kube), what="MPS key deleted")
     no_plugin_errors(kube, names)
