@@ -17,11 +17,15 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 
+from devcluster import fleet, gpunode
 from devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
 from devcluster.fleet import publish_devices
 from devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
+from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
+from tessera.api import constants as c
 
 from .helpers import condition, eventually, namespace
 
@@ -194,6 +198,99 @@ def test_kwok_renews_the_lease_and_keeps_the_allocatable_published_by_someone_el
     assert lease["spec"]["holderIdentity"]  # KWOK's identity, not the node's name
     assert [o["name"] for o in lease["metadata"]["ownerReferences"]] == [NODE]
     assert lease["spec"]["leaseDurationSeconds"] == LEASE_SECONDS
+
+
+# -- KWOK never overwrites what the device simulators publish ----------------------------------
+H100 = "kwok-h100-0"
+MIG_1G = "nvidia.com/mig-1g.10gb"
+MIG_CONFIG = {  # GPUs 0-3 as 7x1g.10gb, GPUs 4-7 whole
+    "version": "v1",
+    "mig-configs": {
+        "probe-half": [
+            {"devices": [0, 1, 2, 3], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+            {"devices": [4, 5, 6, 7], "mig-enabled": False},
+        ]
+    },
+}
+PLUGIN_CONFIG = {
+    "version": "v1",
+    "sharing": {"timeSlicing": {"resources": [{"name": MIG_1G, "replicas": 2}]}},
+}
+PUBLISHED = {"nvidia.com/gpu": "4", MIG_1G: str(4 * 7 * 2)}  # 1g.10gb time-sliced twice
+SIM_LABELS = {
+    c.MIG_CONFIG_STATE_LABEL: "success",  # the MIG manager's
+    c.GPU_REPLICAS_LABEL: "2",  # GFD's, after the config manager applied probe-ts
+    c.GPU_SHARING_STRATEGY_LABEL: "time-slicing",
+}
+
+
+def _config_map(kube: Kube, name: str, data: dict[str, str]) -> None:
+    body = {"metadata": {"name": name}, "data": data}
+    kube.create(path_of("v1", "configmaps", namespace="gpu-operator"), body)
+
+
+def _published(node: dict[str, Any]) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    status = node.get("status") or {}
+    nvidia = {k: v for k, v in (status.get("allocatable") or {}).items() if k.startswith("nvidia")}
+    return nvidia == PUBLISHED and all(labels.get(k) == v for k, v in SIM_LABELS.items())
+
+
+def test_kwok_keeps_the_mig_resources_and_labels_the_gpu_simulators_published(
+    plane: ControlPlane, kube: Kube
+) -> None:
+    """The simulated MIG manager, device-plugin config manager and GFD publish MIG resources
+    and labels on a KWOK node; then they stop, and over several KWOK heartbeats and Lease
+    renewals every version of the node the API server sends keeps them, unchanged."""
+    namespace(kube, "gpu-operator")
+    _config_map(
+        kube, c.MIG_PARTED_CONFIGMAP_NAME, {c.MIG_PARTED_CONFIGMAP_KEY: yaml.safe_dump(MIG_CONFIG)}
+    )
+    _config_map(kube, c.DEVICE_PLUGIN_CONFIGMAP_NAME, {"probe-ts": yaml.safe_dump(PLUGIN_CONFIG)})
+    fleet.create_nodes(kube, [fleet.NodeSpec(H100, "H100-80GB", 8, pool="kwok-probe")])
+    agents = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.1).start()
+    try:
+        wanted = {c.MIG_CONFIG_LABEL: "probe-half", c.DEVICE_PLUGIN_CONFIG_LABEL: "probe-ts"}
+        kube.patch(path_of("v1", "nodes", H100), {"metadata": {"labels": wanted}})
+        until(
+            plane,
+            lambda: _published(kube.get(path_of("v1", "nodes", H100))),
+            "the simulators publishing 56 time-sliced 1g.10gb instances and their labels",
+        )
+    finally:
+        agents.stop()  # from here on nothing would repair what KWOK overwrote
+    published = kube.get(path_of("v1", "nodes", H100))
+    versions: list[dict[str, Any]] = []
+    informer = Informer(
+        kube,
+        "/api/v1/nodes",
+        lambda kind, obj: versions.append(obj),
+        name="kwok-probe-node",
+        field_selector=f"metadata.name={H100}",
+    )
+    lease_path = path_of("coordination.k8s.io/v1", "leases", H100, "kube-node-lease")
+    renewals: set[str] = set()
+
+    def heartbeats() -> set[str]:
+        return {str((condition(v, "Ready") or {}).get("lastHeartbeatTime")) for v in versions}
+
+    def several() -> bool:
+        renewals.add(kube.get(lease_path)["spec"]["renewTime"])
+        return len(renewals) >= 4 and len(heartbeats()) >= 3
+
+    informer.start()
+    try:
+        until(plane, several, "4 Lease renewals and 3 node status heartbeats by KWOK", 60)
+    finally:
+        informer.stop()
+    assert len(heartbeats()) >= 3  # KWOK wrote the node's status while we watched
+    for version in versions:
+        rv = version["metadata"]["resourceVersion"]
+        status = version["status"]
+        assert status["allocatable"] == published["status"]["allocatable"], rv
+        assert status["capacity"] == published["status"]["capacity"], rv
+        assert version["metadata"]["labels"] == published["metadata"]["labels"], rv
+        assert _published(version), rv
 
 
 @pytest.mark.parametrize("component", ["kube-scheduler", "kwok"])
