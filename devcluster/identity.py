@@ -9,19 +9,21 @@ from config/rbac fails there as it would in a cluster.
 The agent's token is bound to the agent's Pod on its node, as the kubelet binds the token it
 mounts, so the API server puts the node's name into the token's user
 (``authentication.kubernetes.io/node-name``): the ValidatingAdmissionPolicy of config/rbac
-lets the agent change that Node only. No DaemonSet controller runs in the dev cluster, so
-``agent_pod`` creates the Pod the DaemonSet of config/agent would create on the node.
+lets the agent change that Node only. ``agent_pod`` finds that Pod, created by the dev
+cluster's DaemonSet controller from a stand-in of config/agent's DaemonSet.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.api import constants as c
 
 from .controlplane import kubeconfig_text
 
@@ -77,40 +79,51 @@ def kubeconfig(kube: Kube, bearer: str, user: str, path: Path) -> Path:
     return path
 
 
-def agent_pod(kube: Kube, node: str) -> dict[str, Any]:
-    """The agent's Pod on ``node``: what the DaemonSet controller would create there.
+def agent_pod(kube: Kube, node: str, timeout: float = 60.0) -> dict[str, Any]:
+    """The agent's Pod on ``node``, created there by the DaemonSet controller.
 
-    It is pinned to its node (``spec.nodeName``) like every DaemonSet pod — the node is the
-    point: a token bound to the Pod names it. Owned by the DaemonSet object, it is skipped by
-    drains as the real agent's pod is; it runs no container (the agent runs as a process of
-    the dev cluster), and KWOK reports it Running.
+    The DaemonSet stand-in runs on every Ascend node, as config/agent's does; the real
+    DaemonSet controller creates its Pod for ``node`` and kube-scheduler binds it there — the
+    node is the point: a token bound to the Pod names it. Owned by the DaemonSet, it is
+    skipped by drains as the real agent's pod is; it runs no container (the agent runs as a
+    process of the dev cluster), and KWOK reports it Running.
     """
-    ds = _agent_daemonset(kube)
-    name = f"{AGENT_DAEMONSET}-{node}"
-    owner = {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "name": AGENT_DAEMONSET,
-        "uid": ds["metadata"]["uid"],
-        "controller": True,
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": AGENT_LABELS, "ownerReferences": [owner]},
-        "spec": {**_pod_spec(), "nodeName": node},
-    }
-    return _ensure(kube, path_of("v1", "pods", namespace=AGENT.namespace), pod)
+    uid = _agent_daemonset(kube)["metadata"]["uid"]
+    pods = path_of("v1", "pods", namespace=AGENT.namespace)
+    selector = ",".join(f"{k}={v}" for k, v in AGENT_LABELS.items())
+    deadline = time.monotonic() + timeout
+    while True:
+        found = kube.list(pods, label_selector=selector, field_selector=f"spec.nodeName={node}")
+        for pod in found:
+            owners = {o.get("uid") for o in pod["metadata"].get("ownerReferences") or []}
+            if uid in owners and not pod["metadata"].get("deletionTimestamp"):
+                return pod
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"no Pod of DaemonSet {AGENT.namespace}/{AGENT_DAEMONSET} bound to {node} after"
+                f" {timeout:.0f}s (DaemonSet controller, kube-scheduler)"
+            )
+        time.sleep(0.1)  # polling the API with a deadline
 
 
 def _agent_daemonset(kube: Kube) -> dict[str, Any]:
+    on_npu_nodes = {"key": c.NPU_CHIP_NAME_LABEL, "operator": "Exists"}  # as config/agent's
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [on_npu_nodes]}]
+            }
+        }
+    }
+    mid_rollout = {"key": c.GEOMETRY_PENDING_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+    spec = {**_pod_spec(), "affinity": affinity, "tolerations": [mid_rollout]}
     ds = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": AGENT_DAEMONSET, "labels": AGENT_LABELS},
         "spec": {
             "selector": {"matchLabels": AGENT_LABELS},
-            "template": {"metadata": {"labels": AGENT_LABELS}, "spec": _pod_spec()},
+            "template": {"metadata": {"labels": AGENT_LABELS}, "spec": spec},
         },
     }
     return _ensure(kube, path_of("apps/v1", "daemonsets", namespace=AGENT.namespace), ds)
