@@ -10,7 +10,9 @@ wheel has neither this module nor any import of it.
 ServiceAccount) and the operator (``tessera run``, as the ``tessera`` ServiceAccount)
 in the background — both recorded in the session, so ``down`` stops them — applies
 ``config/samples`` and shows the pools rolling out until everything is Ready or a
-deadline. A call refused to the operator or an agent fails it.
+deadline, then creates the serving workloads (``devcluster/serving.yaml``, namespace
+``ml``) and waits until kube-scheduler has placed every replica and KWOK runs it. A call
+refused to the operator or an agent fails it.
 """
 
 from __future__ import annotations
@@ -22,9 +24,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tessera.adapters.kube import Kube
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: crds/, config/
 BACKGROUND = ("agents", "operator")
+SERVING_TIMEOUT = 60.0  # seconds for the serving workloads to run once the pools are Ready
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,7 +106,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
     print("==> applying config/samples")
     print(kubectl("apply", "-k", str(ROOT / "config" / "samples")), end="")
-    ready = _watch(kube, args.timeout)
+    ready = _watch(kube, args.timeout) and _serve(kube)
     kube.close()
     refused = demo.refusals(state, marks)
     for line in refused[:10]:
@@ -110,6 +117,20 @@ def _demo(args: argparse.Namespace) -> int:
     print(explore_hint(session.kubeconfig, session.kubectl))
     print("Stop with: make demo-down")
     return 0 if ready and not refused else 1
+
+
+def _serve(kube: Kube) -> bool:
+    """Create the serving workloads (once the pools are Ready) and wait until they run."""
+    from devcluster import workloads
+
+    created = workloads.apply(kube)
+    print(f"==> serving workloads in ml ({workloads.MANIFEST.name}): {len(created)} created now")
+    found = workloads.wait_running(kube, SERVING_TIMEOUT)
+    shown = found or workloads.pods(kube)
+    print("\n".join(f"    {line}" for line in workloads.placement(shown).splitlines()))
+    if not found:
+        print(f"    not every replica runs after {SERVING_TIMEOUT:.0f}s: kubectl get pods -n ml")
+    return bool(found)
 
 
 def explore_hint(kubeconfig: Path, kubectl: Path) -> str:

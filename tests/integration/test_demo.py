@@ -21,19 +21,37 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import cli, demo, identity
+from devcluster import cli, demo, identity, workloads
 from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import Kube
 
 from .conftest import ROOT, Kubectl, OperatorProcess
-from .helpers import eventually
+from .helpers import condition, eventually
 
 DEADLINE = 120.0
+PDBS = "/apis/policy/v1/namespaces/ml/poddisruptionbudgets"
 SAMPLES = {
     (doc["kind"], doc["metadata"]["name"])
     for path in sorted((ROOT / "config" / "samples").glob("*_*.yaml"))
     if (doc := yaml.safe_load(path.read_text()))
 }
+
+
+def _samples(kube: Kube) -> list[demo.Row]:
+    return [r for r in demo.rows(kube) if (r.kind, r.name) in SAMPLES]
+
+
+def _converge(kube: Kube) -> list[demo.Row]:
+    """Wait until every sample is Ready; fail showing the progress table if not."""
+
+    def converged() -> list[demo.Row] | None:
+        rows = _samples(kube)
+        return rows if len(rows) == len(SAMPLES) and demo.settled(rows) else None
+
+    try:
+        return eventually(converged, DEADLINE, "every sample Ready")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{demo.table(_samples(kube))}") from None
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +75,7 @@ def test_demo_scenario_converges_without_errors(
     assert demo.build(kube) == []  # a rerun creates nothing and resets no node
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
 
-    def converged() -> list[demo.Row] | None:
-        rows = [r for r in demo.rows(kube) if (r.kind, r.name) in SAMPLES]
-        return rows if len(rows) == len(SAMPLES) and demo.settled(rows) else None
-
-    rows = eventually(converged, DEADLINE, "every sample Ready")
+    rows = _converge(kube)
     elapsed = time.monotonic() - started
     h100 = next(r for r in rows if r.name == "h100-inference")
     assert (h100.ready, h100.progress) == ("True", "4/4 nodes"), demo.table(rows)
@@ -78,6 +92,44 @@ def test_demo_scenario_converges_without_errors(
     assert {"ascend-310p-0", "ascend-310p-1"} <= set(agent_logs)
     lines = [line for text in agent_logs.values() for line in text.splitlines()]
     assert not [line for line in lines if identity.PROBLEM.search(line)]
+
+
+def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_run(
+    kube: Kube, kubectl: Kubectl, operator: OperatorProcess, demo_agents: Path
+) -> None:
+    """What `make demo` runs once the samples are Ready: the walkthrough's pods to evict."""
+    demo.build(kube)
+    kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
+    _converge(kube)
+    workloads.apply(kube)
+    assert workloads.apply(kube) == []  # a rerun creates nothing
+    pods = eventually(lambda: workloads.all_running(kube), 60, "every serving replica Running")
+
+    for doc in workloads.manifests():
+        if doc["kind"] in ("StatefulSet", "Deployment"):
+            assert "nodeName" not in doc["spec"]["template"]["spec"], doc["metadata"]["name"]
+    pools = {"serving": "h100-inference", "embeddings": "a100-small", "ocr": "ascend-310p"}
+    for pod in pods:
+        name, app = pod["metadata"]["name"], app_of(pod)
+        scheduled = condition(pod, "PodScheduled") or {}
+        assert scheduled.get("status") == "True", f"{name}: {scheduled}"  # bound by the scheduler
+        assert pod["status"]["phase"] == "Running", name
+        node = kube.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
+        assert node["metadata"]["labels"]["tessera.io/pool"] == pools[app], name
+    serving = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if app_of(p) == "serving"}
+    assert sorted(serving) == ["serving-0", "serving-1"]
+    assert len(set(serving.values())) == 2, serving  # anti-affinity: one per node
+
+    def serving_pdb() -> dict[str, Any] | None:  # the walkthrough's: allows no disruption
+        status = kube.get(f"{PDBS}/serving-pdb").get("status") or {}
+        healthy = status.get("currentHealthy") == 2 and status.get("disruptionsAllowed") == 0
+        return status if healthy else None
+
+    eventually(serving_pdb, 30, "serving-pdb counting both replicas, allowing no disruption")
+
+
+def app_of(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["labels"]["app"])
 
 
 def test_the_explore_hint_runs_as_printed_in_a_shell_without_the_venv(
@@ -137,6 +189,7 @@ def test_make_demo_runs_the_operator_and_the_agents_as_their_service_accounts(
         )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "refused:" not in run.stdout, run.stdout
+        assert "ml/serving-0 -> h100-inference-" in run.stdout, run.stdout  # placed and running
         assert _whoami(state / "operator.kubeconfig")["username"] == identity.OPERATOR.username
         agents = sorted((state / "agents").glob("*/agent.kubeconfig"))
         assert [p.parent.name for p in agents] == ["ascend-310p-0", "ascend-310p-1"]
