@@ -95,7 +95,12 @@ def test_demo_scenario_converges_without_errors(
 
 
 def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_run(
-    kube: Kube, kubectl: Kubectl, operator: OperatorProcess, demo_agents: Path
+    kube: Kube,
+    kubectl: Kubectl,
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    demo_agents: Path,
+    tmp_path: Path,
 ) -> None:
     """What `make demo` runs once the samples are Ready: the walkthrough's pods to evict."""
     demo.build(kube)
@@ -126,6 +131,31 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
         return status if healthy else None
 
     eventually(serving_pdb, 30, "serving-pdb counting both replicas, allowing no disruption")
+
+    # the README's walkthrough, as printed: the denser H100 layouts evict both, held by the PDB
+    manifest, printed = walkthrough()
+    (tmp_path / "h100-denser.yaml").write_text(manifest)
+    plan = subprocess.run(
+        [sys.executable, "-m", "tessera.cli.main", "plan", "-f", "h100-denser.yaml"],
+        cwd=tmp_path,
+        env={**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    header = next(line for line in printed.splitlines() if "to evict" in line)
+    assert header in plan.stdout, plan.stdout  # the hash, the pods and the PDB
+    for pod, node in serving.items():
+        assert f"~ {node}: " in plan.stdout and f"evicts ml/{pod}" in plan.stdout, plan.stdout
+
+
+def walkthrough() -> tuple[str, str]:
+    """The README's ``h100-denser.yaml`` and the output printed for ``tessera plan`` on it."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("$ cat h100-denser.yaml\n", 1)[1]
+    manifest, rest = block.split("$ tessera plan -f h100-denser.yaml\n", 1)
+    return manifest, rest.split("$ echo $?", 1)[0]
 
 
 def app_of(pod: dict[str, Any]) -> str:
@@ -190,6 +220,7 @@ def test_make_demo_runs_the_operator_and_the_agents_as_their_service_accounts(
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "refused:" not in run.stdout, run.stdout
         assert "ml/serving-0 -> h100-inference-" in run.stdout, run.stdout  # placed and running
+        assert run.stdout.splitlines()[0] in (ROOT / "README.md").read_text()  # as the README shows
         assert _whoami(state / "operator.kubeconfig")["username"] == identity.OPERATOR.username
         agents = sorted((state / "agents").glob("*/agent.kubeconfig"))
         assert [p.parent.name for p in agents] == ["ascend-310p-0", "ascend-310p-1"]
