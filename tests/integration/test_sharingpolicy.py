@@ -171,7 +171,9 @@ def test_equal_priorities_conflict_on_both_and_the_nodes_keep_their_config(kube:
         assert "sharingpolicy/sp-ov-a and sharingpolicy/sp-ov-b" in str(cond["message"])
         assert all(n in str(cond["message"]) for n in names)
         assert policy(kube, name)["status"]["nodes"]["conflicted"] == 2  # type: ignore[index]
-    assert event_with(kube, "sp-ov-b", "Conflict", *names)
+    eventually(  # the Event may be written after the status that reports the conflict
+        lambda: event_with(kube, "sp-ov-b", "Conflict", *names), 30, "sp-ov-b's Conflict Event"
+    )
     assert _applied(kube, names, key_a, 16)  # held: no flip-flop between the tied policies
     kube.patch(f"{SP}/sp-ov-b", {"spec": {"priority": 1}})
     key_b = wait_ready(kube, "sp-ov-b")["status"]["configKey"]
