@@ -8,7 +8,10 @@ need what a cluster owner sees of Tessera itself, at every instant of the run:
   through Tessera's taint, since Tessera never lifts it);
 * anything Tessera writes on a node (its taint, its rollout state, a cordon)
   before the test opens the gate (an approval), as a list of violations;
-* which pods were evicted (seen terminating or deleted), by uid.
+* which pods were evicted (seen terminating or deleted), by uid;
+* for each app given a budget (``budgets``: app label -> the PDB's minAvailable),
+  the fewest of its replicas Ready at any instant after the start, and every
+  instant it was below the budget — a PDB violated — as a list of violations.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 
-from .helpers import eventually
+from .helpers import eventually, running
 
 
 @dataclass
@@ -34,6 +37,11 @@ class Ledger:
     worst: int = 0
     early: list[str] = field(default_factory=list)  # Tessera's writes before the gate opened
     evicted: dict[str, str] = field(default_factory=dict)  # uid -> pod name
+    budgets: dict[str, int] = field(default_factory=dict)  # app -> minAvailable of its PDB
+    fewest_ready: dict[str, int] = field(default_factory=dict)  # app -> lowest count seen
+    below_budget: list[str] = field(default_factory=list)  # instants a PDB was violated
+    pods: dict[str, tuple[str, bool]] = field(default_factory=dict)  # uid -> (app, Ready)
+    _armed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _informers: list[Informer] = field(default_factory=list)
 
@@ -46,6 +54,9 @@ class Ledger:
             informer.start()
         for informer in self._informers:
             eventually(informer.synced.is_set, 30, f"{informer.name} synced")
+        with self._lock:  # counting starts from the listed state, not from the list's order
+            self._armed = True
+            self.fewest_ready = {app: self._ready(app) for app in self.budgets}
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -73,6 +84,20 @@ class Ledger:
 
     def _pod(self, kind: str, pod: Obj) -> None:
         meta = pod["metadata"]
-        if kind == "DELETED" or meta.get("deletionTimestamp"):
-            with self._lock:
-                self.evicted.setdefault(meta["uid"], meta["name"])
+        uid, app = meta["uid"], (meta.get("labels") or {}).get("app", "")
+        gone = kind == "DELETED" or bool(meta.get("deletionTimestamp"))
+        with self._lock:
+            if gone:
+                self.evicted.setdefault(uid, meta["name"])
+                self.pods.pop(uid, None)
+            else:
+                self.pods[uid] = (app, running(pod))
+            if self._armed and app in self.budgets:
+                ready = self._ready(app)
+                self.fewest_ready[app] = min(self.fewest_ready[app], ready)
+                if ready < self.budgets[app]:
+                    self.below_budget.append(f"{app}: {ready} Ready after {kind} {meta['name']}")
+
+    def _ready(self, app: str) -> int:
+        """Replicas of ``app`` Running and Ready, not terminating: what its PDB counts."""
+        return sum(1 for owner, ready in self.pods.values() if owner == app and ready)

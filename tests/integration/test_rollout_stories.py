@@ -1,16 +1,22 @@
-"""Issue 13, items 3-6: what a platform engineer does to a pool mid-rollout, and what must hold.
+"""Issue 13, items 3-6, and issue 14, item 4: what a platform engineer does to a pool
+mid-rollout, and what must hold.
 
-Each test plays one story on the real control plane (simulated GPU agents and
-kubelet) while a ``Ledger`` watches every Node and Pod event from outside:
+Each test plays one story on the real control plane (kube-scheduler places the
+Deployments' replicas, KWOK runs them, simulated GPU agents change the nodes)
+while a ``Ledger`` watches every Node and Pod event from outside:
 
 * never more nodes held by Tessera — cordoned by it *or* carrying its taint —
   than ``maxUnavailable``;
 * nothing written to a node before the plan is approved;
 * nothing of Tessera's left on a node at the end (an admin's cordon stays);
-* a pod on a node that was backed out is never evicted.
+* a pod on a node that was backed out is never evicted;
+* no PDB ever violated (the fewest Ready replicas seen, per Deployment), and
+  every evicted replica Running again, placed by the scheduler, at the end.
 
 The fleet's nodes come without ``nvidia.com/mig.config``: an unlabelled pool,
-the case that used to taint every node at once.
+the case that used to taint every node at once. A story whose single node must
+drain gets a spare node outside the pool that its workload may use, so the
+drain is held up by the PDB the story is about, never for want of room.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 
 from . import sharing_support as sharing
+from . import story_support as story
 from .conftest import OperatorProcess
 from .faults import (
     LAYOUT_A,
@@ -36,59 +43,20 @@ from .faults import (
     stalled,
     wait_ready,
 )
-from .helpers import condition, custom, eventually, namespace, owned_pod
+from .helpers import (
+    condition,
+    custom,
+    deployment,
+    eventually,
+    namespace,
+    nodes_of,
+    serve,
+    wait_running,
+)
 from .rollout_ledger import Ledger
 
-__all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents and kubelet)
+__all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
 IMPOSSIBLE = {"mig": {"layouts": [{"profiles": {"4g.40gb": 2}}]}}  # one 4g per H100 at most
-
-
-def _serving(kube: Kube, ns: str, node: str, min_available: int = 1) -> Obj:
-    """A running GPU pod on ``node`` under a PDB that lets none of it go (minAvailable 1)."""
-    namespace(kube, ns)
-    owned_pod(kube, ns, "serve", node)
-    kube.create(
-        f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-        {
-            "metadata": {"name": "serve"},
-            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "serve"}}},
-        },
-    )
-    pdb = path_of("policy/v1", "poddisruptionbudgets", "serve", ns)
-    eventually(
-        lambda: (kube.get(pdb).get("status") or {}).get("currentHealthy") == 1,
-        60,
-        "the serving pod Ready and counted by its PDB",
-    )
-    return kube.get(path_of("v1", "pods", "serve", ns))
-
-
-def _phase(kube: Kube, node: str) -> str | None:
-    return (node_of(kube, node)["metadata"].get("annotations") or {}).get(c.NODE_PHASE_ANNOTATION)
-
-
-def _observed(kube: Kube, pool: str) -> Obj | None:
-    """The pool once a pass has reconciled its current generation."""
-    obj = npg(kube, pool)
-    status = (obj or {}).get("status") or {}
-    return (
-        obj if obj and status.get("observedGeneration") == obj["metadata"]["generation"] else None
-    )
-
-
-def _clean(kube: Kube, name: str, admin: bool = False) -> bool:
-    node = node_of(kube, name)
-    taints = [t["key"] for t in node["spec"].get("taints") or []]
-    annotations = node["metadata"].get("annotations") or {}
-    return (
-        bool(node["spec"].get("unschedulable")) == admin
-        and c.GEOMETRY_PENDING_TAINT not in taints
-        and c.NODE_STATE_ANNOTATION not in annotations
-    )
-
-
-def _spec(pool: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
-    return pool_spec(pool, layout, **rollout)
 
 
 def test_backing_out_mid_drain_releases_the_node_and_evicts_nothing(
@@ -96,32 +64,25 @@ def test_backing_out_mid_drain_releases_the_node_and_evicts_nothing(
 ) -> None:
     """Item 3: B over A, then A again while the node drains; the node leaves at once."""
     pool, ns = "story-backout", "story-backout-ns"
-    (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
-    kube.create(NPG, custom("NodePoolGeometry", pool, _spec(pool, LAYOUT_A)))
+    (name,) = fleet.create_nodes(kube, story.nodes(pool))
+    kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
     wait_ready(kube, pool, 90, "layout A applied")
-    pod = _serving(kube, ns, name)
+    pod = story.serving(kube, ns, pool, story.MIG_1G)  # layouts A and B both have 1g.10gb slices
+    assert nodes_of([pod]) == [name]
     with Ledger(kube, pool, ns) as ledger:
         ledger.gate_open.set()
         kube.patch(f"{NPG}/{pool}", {"spec": LAYOUT_B})
-        eventually(lambda: _phase(kube, name) in ("Draining", "Blocked"), 60, "draining for B")
+        eventually(lambda: story.phase(kube, name) in ("Draining", "Blocked"), 60, "draining for B")
 
         kube.patch(f"{NPG}/{pool}", {"spec": LAYOUT_A})  # git revert
-        eventually(lambda: _observed(kube, pool), 60, "the revert reconciled")
-        eventually(lambda: _clean(kube, name), 30, f"{name} released: uncordoned, no taint/state")
+        eventually(lambda: story.observed(kube, pool), 60, "the revert reconciled")
+        eventually(lambda: story.clean(kube, name), 30, f"{name} uncordoned, no taint/state")
         # Now the PDB would let the pod go: a rollout still draining would evict it.
-        pdb = path_of("policy/v1", "poddisruptionbudgets", "serve", ns)
-        kube.patch(pdb, {"spec": {"minAvailable": 0}})
-        eventually(
-            lambda: (kube.get(pdb).get("status") or {}).get("disruptionsAllowed") == 1,
-            60,
-            "the PDB allowing a disruption",
-        )
+        story.relax(kube, ns)
         wait_ready(kube, pool, 60, f"{pool} Ready on layout A")
         obj = npg(kube, pool)
         assert obj is not None and obj["status"]["plan"]["podsToEvict"] == 0, obj["status"]
-        live = kube.get(path_of("v1", "pods", "serve", ns))
-        assert live["metadata"]["uid"] == pod["metadata"]["uid"]
-        assert not live["metadata"].get("deletionTimestamp")
+        story.same_replica(kube, ns, pod)
     assert ledger.evicted == {}, ledger.evicted
     assert ledger.worst <= 1, ledger.worst
     assert_released(kube, pool)
@@ -130,18 +91,20 @@ def test_backing_out_mid_drain_releases_the_node_and_evicts_nothing(
 def test_waiting_for_approval_writes_nothing_and_the_taint_stays_in_the_budget(
     kube: Kube, operator: OperatorProcess, agents: None
 ) -> None:
-    """Item 4: an unlabelled, serving pool under Manual approval and maxUnavailable 2."""
+    """Item 4: an unlabelled, serving pool under Manual approval and maxUnavailable 2.
+
+    The layout keeps GPUs 4-7 whole, so the evicted replicas (asking a GPU) run again.
+    """
     pool, ns = "story-approval", "story-approval-ns"
     names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 4))
     namespace(kube, ns)
-    for i, name in enumerate(names):
-        owned_pod(kube, ns, f"serve-{i}", name)
-    with Ledger(kube, pool) as ledger:
-        spec = _spec(pool, LAYOUT_A, approval="Manual", maxUnavailable=2)
+    before = serve(kube, ns, "serve", pool=pool, replicas=4)
+    with Ledger(kube, pool, ns) as ledger:
+        spec = pool_spec(pool, story.HALF_MIG, approval="Manual", maxUnavailable=2)
         kube.create(NPG, custom("NodePoolGeometry", pool, spec))
 
         def waiting() -> Obj | None:
-            obj = _observed(kube, pool)
+            obj = story.observed(kube, pool)
             cond = condition(obj, "Reconciling")
             return obj if cond and cond.get("reason") == "WaitingForApproval" else None
 
@@ -149,15 +112,17 @@ def test_waiting_for_approval_writes_nothing_and_the_taint_stays_in_the_budget(
         # The pass that wrote this status had already made its node writes, if any.
         assert ledger.early == [], ledger.early
         for name in names:
-            assert _clean(kube, name), node_of(kube, name)["spec"]
+            assert story.clean(kube, name), node_of(kube, name)["spec"]
 
         ledger.gate_open.set()
         digest = obj["status"]["plan"]["hash"]
         approve = {"metadata": {"annotations": {c.APPROVE_PLAN_ANNOTATION: digest}}}
         kube.patch(f"{NPG}/{pool}", approve)
         wait_ready(kube, pool, 180, f"{pool} Ready after approval")
+        after = wait_running(kube, ns, "serve", 4)
     assert ledger.early == [], ledger.early
     assert 0 < ledger.worst <= 2, ledger.worst
+    story.assert_replaced(ledger.evicted, before, after)
     assert_released(kube, pool)
 
 
@@ -175,7 +140,7 @@ def test_an_admin_cordoned_node_does_not_stall_the_pool(
         kube.patch(path_of("v1", "nodes", admin), {"spec": {"unschedulable": True}})
     with Ledger(kube, pool, admin_cordoned=admins) as ledger:
         ledger.gate_open.set()
-        spec = _spec(pool, LAYOUT_A, maxUnavailable=1)
+        spec = pool_spec(pool, LAYOUT_A, maxUnavailable=1)
         kube.create(NPG, custom("NodePoolGeometry", pool, spec))
         wait_ready(kube, pool, 180, f"{pool} Ready with {sorted(admins)} cordoned by an admin")
     assert ledger.worst <= 1, ledger.worst
@@ -189,25 +154,27 @@ def test_an_impossible_layout_mid_rollout_leaves_no_taint_or_cordon(
 ) -> None:
     """Item 6: switch to an impossible layout while the first node drains; Stalled holds nothing."""
     pool, ns = "story-invalid", "story-invalid-ns"
-    names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 3))
-    _serving(kube, ns, names[0])  # keeps its node draining: a pod under a PDB of minAvailable 1
-    for name in names[1:]:  # so the draining node is the one with the fewest pods to move
-        owned_pod(kube, ns, f"busy-{name}", name)
-        owned_pod(kube, ns, f"busier-{name}", name)
+    names = fleet.create_nodes(kube, story.nodes(pool, 3))
+    # Keeps its node draining: a replica under a PDB of minAvailable 1 (spare: nowhere in the pool).
+    (first,) = nodes_of([story.serving(kube, ns, pool)])
+    # Two replicas of 3 GPUs on each other node (never beside ``serve``): so the draining node
+    # is the one with the fewest pods to move, and the rest still has room for ``serve``.
+    busy = story.away_from("serve", deployment("busy", pool=pool, count=3, replicas=4))
+    kube.create(path_of("apps/v1", "deployments", namespace=ns), busy)
+    placed = nodes_of(wait_running(kube, ns, "busy", 4))
+    assert sorted(placed) == sorted([n for n in names if n != first] * 2), placed
     with Ledger(kube, pool, ns) as ledger:
         ledger.gate_open.set()
-        kube.create(NPG, custom("NodePoolGeometry", pool, _spec(pool, LAYOUT_A)))
-        eventually(lambda: _phase(kube, names[0]) == "Draining", 60, f"{names[0]} draining")
+        kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
+        eventually(lambda: story.phase(kube, first) == "Draining", 60, f"{first} draining")
 
         kube.patch(f"{NPG}/{pool}", {"spec": IMPOSSIBLE})
         cond = eventually(lambda: stalled(kube, pool), 60, "Stalled on the impossible layout")
         assert cond["reason"] == "InvalidGeometryForModel", cond
-        eventually(
-            lambda: all(_clean(kube, n) for n in names), 30, "no taint, cordon or state left"
-        )
+        eventually(lambda: all(story.clean(kube, n) for n in names), 30, "nothing held")
         assert stalled(kube, pool), "still Stalled"
     assert ledger.worst <= 1, ledger.worst
-    assert "serve" not in ledger.evicted.values(), ledger.evicted
+    assert ledger.evicted == {}, ledger.evicted
     assert_released(kube, pool)
 
 
@@ -218,17 +185,17 @@ def test_a_pool_in_conflict_mid_drain_is_stalled_only_once_it_holds_nothing(
     both select. The first pool starts nothing more, finishes its draining node
     (Reconciling, reason Conflict), and says Stalled only once no cordon or taint is its."""
     pool, ns, typo = "story-clash", "story-clash-ns", "story-clash-b"
-    (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
-    _serving(kube, ns, name)
+    (name,) = fleet.create_nodes(kube, story.nodes(pool))
+    pod = story.serving(kube, ns, pool)
     with Ledger(kube, pool, ns) as ledger:
         ledger.gate_open.set()
-        kube.create(NPG, custom("NodePoolGeometry", pool, _spec(pool, LAYOUT_A)))
-        eventually(lambda: _phase(kube, name) == "Draining", 60, f"{name} draining")
-        kube.create(NPG, custom("NodePoolGeometry", typo, _spec(pool, LAYOUT_B)))
+        kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
+        eventually(lambda: story.phase(kube, name) == "Draining", 60, f"{name} draining")
+        kube.create(NPG, custom("NodePoolGeometry", typo, pool_spec(pool, LAYOUT_B)))
         (new,) = fleet.create_nodes(kube, [fleet.NodeSpec(f"{pool}-1", "H100-80GB", pool=pool)])
 
         def finishing() -> dict[str, Any] | None:
-            obj = _observed(kube, pool)
+            obj = story.observed(kube, pool)
             cond = condition(obj, "Reconciling")
             ok = cond and cond["status"] == "True" and cond["reason"] == "Conflict"
             return (
@@ -238,16 +205,19 @@ def test_a_pool_in_conflict_mid_drain_is_stalled_only_once_it_holds_nothing(
         cond = eventually(finishing, 60, f"{pool} Reconciling/Conflict while {name} drains")
         assert f"nodepoolgeometry/{typo}" in cond["message"] and new in cond["message"], cond
         assert not stalled(kube, pool), "Stalled while its own cordon is on a node"
-        assert _phase(kube, name) in ("Draining", "Blocked")
+        assert story.phase(kube, name) in ("Draining", "Blocked")
 
         pdb = path_of("policy/v1", "poddisruptionbudgets", "serve", ns)
         kube.patch(pdb, {"spec": {"minAvailable": 0}})  # the drain may finish now
         cond = eventually(lambda: stalled(kube, pool), 120, f"{pool} Stalled once {name} is done")
         assert cond["reason"] == "Conflict", cond
-        assert _clean(kube, name) and _clean(kube, new), "a Stalled pool holds nothing"
+        assert story.clean(kube, name) and story.clean(kube, new), "a Stalled pool holds nothing"
         kube.delete(f"{NPG}/{typo}")
         wait_ready(kube, pool, 120, f"{pool} Ready once {typo} is gone")
+        (again,) = wait_running(kube, ns, "serve", 1)  # placed by the scheduler where room is
     assert ledger.worst <= 1, ledger.worst
+    assert list(ledger.evicted) == [pod["metadata"]["uid"]], ledger.evicted
+    assert again["metadata"]["uid"] != pod["metadata"]["uid"]
     assert_released(kube, pool)
 
 
@@ -257,6 +227,7 @@ def test_reverting_a_sharing_backend_switch_mid_drain_evicts_nothing(
     """Item 3, SharingPolicy: MPS -> TimeSlicing, reverted while the node drains."""
     pool, ns = "story-sp-revert", "story-sp-revert-ns"
     names = sharing.nodes(kube, pool, 1, "none")  # MPS needs migStrategy none
+    kube.patch(path_of("v1", "nodes", names[0]), {"metadata": {"labels": {story.SERVES: pool}}})
     sharing.create_policy(kube, pool, pool, "MPS", mps={"replicas": 2})
     mps_key = sharing.wait_ready(kube, pool)["status"]["configKey"]
     eventually(
@@ -264,28 +235,56 @@ def test_reverting_a_sharing_backend_switch_mid_drain_evicts_nothing(
         60,
         "MPS on",
     )
-    pod = _serving(kube, ns, names[0])
+    pod = story.serving(kube, ns, pool)
+    assert nodes_of([pod]) == names
     with Ledger(kube, pool, ns) as ledger:
         ledger.gate_open.set()
         switch = {"backend": "TimeSlicing", "mps": None, "timeSlicing": {"replicas": 4}}
         kube.patch(f"{sharing.SP}/{pool}", {"spec": switch})
-        eventually(lambda: _phase(kube, names[0]) == "Draining", 60, "draining for TimeSlicing")
+        eventually(lambda: story.phase(kube, names[0]) == "Draining", 60, "TimeSlicing drain")
 
         revert = {"backend": "MPS", "timeSlicing": None, "mps": {"replicas": 2}}
         kube.patch(f"{sharing.SP}/{pool}", {"spec": revert})
-        eventually(lambda: _clean(kube, names[0]), 30, f"{names[0]} released at once")
-        pdb = path_of("policy/v1", "poddisruptionbudgets", "serve", ns)
-        kube.patch(pdb, {"spec": {"minAvailable": 0}})
-        eventually(
-            lambda: (kube.get(pdb).get("status") or {}).get("disruptionsAllowed") == 1,
-            60,
-            "the PDB allowing a disruption",
-        )
+        eventually(lambda: story.clean(kube, names[0]), 30, f"{names[0]} released at once")
+        story.relax(kube, ns)
         assert sharing.wait_ready(kube, pool)["status"]["configKey"] == mps_key
-        live = kube.get(path_of("v1", "pods", "serve", ns))
-        assert live["metadata"]["uid"] == pod["metadata"]["uid"]
-        assert not live["metadata"].get("deletionTimestamp")
+        story.same_replica(kube, ns, pod)
     assert ledger.evicted == {}, ledger.evicted
     assert ledger.worst <= 1, ledger.worst
     assert sharing.label(kube, names[0]) == mps_key and sharing.allocatable(kube, names[0]) == 16
     assert sharing.settled(kube, names[0])
+
+
+def test_evicted_replicas_come_back_elsewhere_and_no_drain_overdraws_a_pdb(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    """Issue 14, item 4: a MIG rollout over a pool that serves two Deployments under PDBs.
+
+    Each drain evicts replicas; kube-scheduler puts them back on the pool's other nodes
+    (the Deployments select the pool) and KWOK makes them Ready; a node's next replica (or
+    the next node's) goes only once its PDB allows again. The layout keeps GPUs 4-7 whole:
+    7 GPUs asked of 24, of 12 at the end and of 8 while the last node drains — room, tight.
+    """
+    pool, ns = "story-serve", "story-serve-ns"
+    names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 3))
+    namespace(kube, ns)
+    budgets = {"chat": 3, "embed": 2}  # minAvailable: one replica of each may be away at once
+    before = serve(kube, ns, "chat", pool=pool, replicas=4, budget=3)
+    before += serve(kube, ns, "embed", pool=pool, replicas=3, budget=2)
+    for app, floor in budgets.items():
+        story.counted(kube, ns, app, floor + 1)
+    spec = pool_spec(pool, story.HALF_MIG, maxUnavailable=1)
+    with Ledger(kube, pool, ns, budgets=budgets) as ledger:
+        ledger.gate_open.set()
+        kube.create(NPG, custom("NodePoolGeometry", pool, spec))
+        wait_ready(kube, pool, 240, f"{pool} Ready on the half-MIG layout")
+        after = wait_running(kube, ns, "chat", 4) + wait_running(kube, ns, "embed", 3)
+    assert ledger.worst == 1, ledger.worst  # one node at a time, and some node was held
+    assert ledger.below_budget == [], ledger.below_budget  # no PDB ever violated
+    # Each budget was used (a replica away) and never overdrawn.
+    assert ledger.fewest_ready == budgets, ledger.fewest_ready
+    story.assert_replaced(ledger.evicted, before, after)
+    assert set(nodes_of(after)) <= set(names), nodes_of(after)
+    assert_released(kube, pool)
+    for node in pool_nodes(kube, pool):  # GPUs 4-7 whole, 0-3 in seven 1g.10gb each
+        assert story.slices(node) == ("4", "28"), node["status"]["allocatable"]
