@@ -18,11 +18,10 @@ SERVES = "story.tessera.io/serves"  # the nodes a story's serving Deployment may
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def nodes(pool: str, count: int = 1) -> list[fleet.NodeSpec]:
+def nodes(pool: str, count: int = 1, model: str = "H100-80GB") -> list[fleet.NodeSpec]:
     """The pool's nodes, labelled as nodes the story's serving Deployment may use."""
     return [
-        fleet.NodeSpec(f"{pool}-{i}", "H100-80GB", pool=pool, labels={SERVES: pool})
-        for i in range(count)
+        fleet.NodeSpec(f"{pool}-{i}", model, pool=pool, labels={SERVES: pool}) for i in range(count)
     ]
 
 
@@ -30,19 +29,27 @@ def serving(kube: Kube, ns: str, pool: str, resource: str = GPU) -> Obj:
     """Deployment ``serve``: one replica on the pool's node, under a PDB that lets none of it
     go (minAvailable 1); then a spare node outside the pool where it could run instead.
 
-    The spare comes once the replica is placed, so the scheduler puts it on the pool's node;
-    it is room elsewhere, so a drain is held up by the PDB alone. It carries no GPU labels
-    (no agent acts on it) and advertises 8 of ``resource``.
+    The :func:`spare` comes once the replica is placed, so the scheduler puts it on the
+    pool's node; it is room elsewhere, so a drain is held up by the PDB alone.
     """
     namespace(kube, ns)
     (pod,) = serve(kube, ns, "serve", resource=resource, node_selector={SERVES: pool}, budget=1)
-    spare = fleet.node_manifest(fleet.NodeSpec(f"{pool}-spare", "H100-80GB"))
-    spare["metadata"]["labels"] = {HOSTNAME: f"{pool}-spare", SERVES: pool}
-    for field in ("allocatable", "capacity"):
-        spare["status"][field] = {"cpu": "64", "memory": "512Gi", "pods": "110", resource: "8"}
-    fleet.create_from_manifests(kube, [spare])
+    spare(kube, pool, resource)
     counted(kube, ns, "serve", 1)
     return pod
+
+
+def spare(kube: Kube, pool: str, resource: str = GPU) -> str:
+    """Node ``<pool>-spare``, outside the pool, labelled for the pool's workloads
+    (``SERVES``): room where a drained node's replicas can go. No GPU labels, so no agent
+    acts on it; it advertises 8 of ``resource``."""
+    name = f"{pool}-spare"
+    manifest = fleet.node_manifest(fleet.NodeSpec(name, "H100-80GB"))
+    manifest["metadata"]["labels"] = {HOSTNAME: name, SERVES: pool}
+    for field in ("allocatable", "capacity"):
+        manifest["status"][field] = {"cpu": "64", "memory": "512Gi", "pods": "110", resource: "8"}
+    fleet.create_from_manifests(kube, [manifest])
+    return name
 
 
 def counted(kube: Kube, ns: str, app: str, healthy: int) -> None:

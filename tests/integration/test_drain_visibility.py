@@ -24,8 +24,9 @@ from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
+from . import story_support as story
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_agents, namespace, owned_pod
+from .helpers import app_pods, condition, custom, eventually, gpu_agents, namespace, pdb, serve
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 LAYOUT_A100 = {"mig": {"layouts": [{"profiles": {"1g.5gb": 7}}]}}
@@ -43,11 +44,6 @@ def agents(kube: Kube) -> Iterator[None]:
 
 def _pool(kube: Kube, name: str) -> dict[str, Any] | None:
     return kube.get_or_none(f"{NPG}/{name}")
-
-
-def _running(kube: Kube, ns: str, name: str) -> bool:
-    pod = kube.get_or_none(path_of("v1", "pods", name, ns))
-    return bool(pod and (pod.get("status") or {}).get("phase") == "Running")
 
 
 def _passes(operator: OperatorProcess) -> float:
@@ -68,24 +64,18 @@ def test_a_pdb_holding_up_a_drain_is_named_at_once_with_one_event_per_pod(
     kube: Kube, operator: OperatorProcess, agents: None
 ) -> None:
     pool, ns = "drv-pdb", "drv-pdb-ns"
-    [node] = fleet.create_nodes(kube, fleet.pool(pool, "A100-40GB", 1))
+    [node] = fleet.create_nodes(kube, story.nodes(pool, model="A100-40GB"))
     namespace(kube, ns)
-    owned_pod(kube, ns, "serving", node)
-    eventually(lambda: _running(kube, ns, "serving"), what="serving pod Running")
-    pdb = {
-        "metadata": {"name": "serving-pdb"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serving"}}},
-    }
-    kube.create(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", pdb)
-    eventually(
-        lambda: (
-            kube.get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/serving-pdb")
-            .get("status", {})
-            .get("expectedPods")
-            == 1
-        ),
-        what="the disruption controller counted the PDB's pod",
-    )
+    # One replica, on the pool's node (the only one it may use until the spare comes), under
+    # a PDB that lets none go; the spare is room elsewhere, so only the PDB holds the drain.
+    [pod] = serve(kube, ns, "serving", node_selector={story.SERVES: pool})
+    assert pod["spec"]["nodeName"] == node
+    budget = pdb("serving", min_available=1)
+    budget["metadata"]["name"] = "serving-pdb"
+    kube.create(path_of("policy/v1", "poddisruptionbudgets", namespace=ns), budget)
+    story.spare(kube, pool)
+    story.counted(kube, ns, "serving-pdb", 1)
+    serving = f"{ns}/{pod['metadata']['name']}"
     # drain.timeout left at its default (30m): the pool must not wait for it to say why
     spec = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}}, **LAYOUT_A100}
     kube.create(NPG, custom("NodePoolGeometry", pool, spec))
@@ -94,19 +84,20 @@ def test_a_pdb_holding_up_a_drain_is_named_at_once_with_one_event_per_pod(
     def named() -> dict[str, Any] | None:
         cond = condition(_pool(kube, pool), "Reconciling")
         text = (cond or {}).get("message", "")
-        return cond if f"{ns}/serving" in text and f"{ns}/serving-pdb" in text else None
+        return cond if serving in text and f"{ns}/serving-pdb" in text else None
 
     cond = eventually(named, 60, "the Reconciling message naming the pod and its PDB")
     print(f"named after {time.monotonic() - started:.1f} s: {cond['message']}")
     assert cond["status"] == "True" and cond["reason"] == "Draining", cond
     stalled = condition(_pool(kube, pool), "Stalled")
     assert stalled is None or stalled["status"] == "False", stalled  # drain.timeout is 30m
-    pod = kube.get(path_of("v1", "pods", "serving", ns))
-    assert not pod["metadata"].get("deletionTimestamp")  # the PDB is respected
+    [live] = app_pods(kube, ns, "serving", live=False)
+    assert live["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert not live["metadata"].get("deletionTimestamp")  # the PDB is respected
 
     [event] = eventually(lambda: _blocked_events(kube, pool), 30, "an EvictionBlocked Event")
     assert event["type"] == "Warning"
-    assert f"{ns}/serving" in event["message"] and f"{ns}/serving-pdb" in event["message"]
+    assert serving in event["message"] and f"{ns}/serving-pdb" in event["message"]
     assert event["involvedObject"]["uid"] == (_pool(kube, pool) or {})["metadata"]["uid"]
     for round_ in range(3):  # three more passes, each woken by a touch of the node
         before = _passes(operator)
@@ -166,10 +157,12 @@ def test_a_drained_node_moves_on_as_soon_as_its_last_pod_is_gone(
     """The operator runs here with a 60 s resync, so only a wake-up can make the step prompt
     (before the fix it came with the rollout's 10 s requeue: about 9 s after the deletion)."""
     pool, ns = "drv-wake", "drv-wake-ns"
-    [node] = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
+    [node] = fleet.create_nodes(kube, story.nodes(pool))
     namespace(kube, ns)
-    owned_pod(kube, ns, "trainer", node)
-    eventually(lambda: _running(kube, ns, "trainer"), what="trainer pod Running")
+    # One replica on the pool's node; then room for it elsewhere once it is evicted.
+    [pod] = serve(kube, ns, "trainer", node_selector={story.SERVES: pool})
+    assert pod["spec"]["nodeName"] == node
+    story.spare(kube, pool)
     private = OperatorProcess(
         control_plane, tmp_path / "operator.log", "--resync-seconds=60",
         kubeconfig=operator.kubeconfig,

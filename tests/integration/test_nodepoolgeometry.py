@@ -12,8 +12,19 @@ from devcluster import fleet, gpunode
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
+from . import story_support as story
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_agents, gpu_pod, namespace
+from .helpers import (
+    app_pods,
+    condition,
+    custom,
+    eventually,
+    gpu_agents,
+    namespace,
+    nodes_of,
+    serve,
+    wait_running,
+)
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
@@ -142,45 +153,18 @@ def test_a_converged_pool_gets_no_writes(
 def test_pdb_allowing_no_disruption_blocks_until_relaxed(
     kube: Kube, operator: OperatorProcess, agents: None
 ) -> None:
-    fleet.create_nodes(kube, fleet.pool("npg-pdb", "A100-40GB", 1))
+    fleet.create_nodes(kube, story.nodes("npg-pdb", model="A100-40GB"))
     namespace(kube, "npg-pdb-ns")
-    owner = kube.create(
-        "/apis/apps/v1/namespaces/npg-pdb-ns/replicasets",
-        {
-            "metadata": {"name": "serving"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "serving"}},
-                "template": {
-                    "metadata": {"labels": {"app": "serving"}},
-                    "spec": {"containers": [{"name": "main", "image": "cuda"}]},
-                },
-            },
-        },
-    )
-    pod = gpu_pod("serving-0", node="npg-pdb-0", labels={"app": "serving"})
-    pod["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": "serving",
-            "uid": owner["metadata"]["uid"],
-            "controller": True,
-        }
-    ]
-    kube.create(path_of("v1", "pods", namespace="npg-pdb-ns"), pod)
-    eventually(
-        lambda: (
-            kube.get(path_of("v1", "pods", "serving-0", "npg-pdb-ns"))["status"].get("phase")
-            == "Running"
-        ),
-        what="pod running",
-    )
+    # One replica on the pool's node (the only one it may use until the spare comes), under a
+    # PDB that lets none go; the spare is room elsewhere, so only the PDB holds the drain.
+    [pod] = serve(kube, "npg-pdb-ns", "serving", node_selector={story.SERVES: "npg-pdb"})
+    assert pod["spec"]["nodeName"] == "npg-pdb-0"
     pdb = {
         "metadata": {"name": "serving-pdb"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serving"}}},
     }
     kube.create("/apis/policy/v1/namespaces/npg-pdb-ns/poddisruptionbudgets", pdb)
+    spare = story.spare(kube, "npg-pdb")
     spec = _pool_spec("npg-pdb", LAYOUT_A100)
     spec["rollout"]["drain"] = {"timeout": "2s"}
     kube.create(NPG, custom("NodePoolGeometry", "npg-pdb", spec))
@@ -191,16 +175,16 @@ def test_pdb_allowing_no_disruption_blocks_until_relaxed(
 
     cond = eventually(stalled, 60, "Stalled DrainBlocked")
     assert "npg-pdb-ns/serving-pdb" in cond["message"], cond
-    assert kube.get_or_none(path_of("v1", "pods", "serving-0", "npg-pdb-ns")) is not None
-    assert not kube.get(path_of("v1", "pods", "serving-0", "npg-pdb-ns"))["metadata"].get(
-        "deletionTimestamp"
-    )
+    [live] = app_pods(kube, "npg-pdb-ns", "serving", live=False)
+    assert live["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert not live["metadata"].get("deletionTimestamp")
     kube.patch(
         "/apis/policy/v1/namespaces/npg-pdb-ns/poddisruptionbudgets/serving-pdb",
         {"spec": {"minAvailable": 0}},
     )
     eventually(lambda: _ready(kube, "npg-pdb"), 90, "npg-pdb Ready after relaxing the PDB")
-    assert kube.get_or_none(path_of("v1", "pods", "serving-0", "npg-pdb-ns")) is None
+    [again] = wait_running(kube, "npg-pdb-ns", "serving", 1)  # evicted, placed on the spare
+    assert again["metadata"]["uid"] != pod["metadata"]["uid"] and nodes_of([again]) == [spare]
 
 
 def test_impossible_layout_stops_before_any_cordon(
