@@ -279,6 +279,7 @@ def test_evicted_replicas_come_back_elsewhere_and_no_drain_overdraws_a_pdb(
         kube.create(NPG, custom("NodePoolGeometry", pool, spec))
         wait_ready(kube, pool, 240, f"{pool} Ready on the half-MIG layout")
         after = wait_running(kube, ns, "chat", 4) + wait_running(kube, ns, "embed", 3)
+    print(f"fewest Ready replicas seen: {ledger.fewest_ready}; PDB minAvailable: {budgets}")
     assert ledger.worst == 1, ledger.worst  # one node at a time, and some node was held
     assert ledger.below_budget == [], ledger.below_budget  # no PDB ever violated
     # Each budget was used (a replica away) and never overdrawn.
