@@ -26,7 +26,7 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
-from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.conditions import Verdict, conditions_for, landed
 from tessera.observability import metrics
 from tessera.observability.events import Ref
 from tessera.observability.tracing import span
@@ -72,9 +72,9 @@ def reconcile(ctx: Context, name: str) -> Result:
         plan = rollout.plan(
             seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved
         )
-        driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
+        applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
         evictions.announce_held(ctx, ref_of(obj), plan.nodes)
-        verdict = _verdict(name, spec, seen, plan)
+        verdict = landed(_verdict(name, spec, seen, plan), applied)
         _status(ctx, obj, plan, seen.targets, verdict)
         driver.export_phases(KIND, name, plan)
         metrics.RECONCILES.labels(KIND, verdict.state).inc()

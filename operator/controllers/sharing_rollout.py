@@ -12,11 +12,13 @@ change left and holds it no more.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import rollout
+from tessera.domain.conditions import landed
 from tessera.domain.rollout.releasing import release
 from tessera.domain.sharing import planning, rollout_targets
 from tessera.domain.sharing.nodes import NodeFacts
@@ -65,9 +67,9 @@ def run(
         ctx.clock(),
         approved,
     )
-    rollout_driver.apply(ctx, ref_of(obj), decided.stages, all_views)
+    applied = rollout_driver.apply(ctx, ref_of(obj), decided.stages, all_views)
     evictions.announce_held(ctx, ref_of(obj), decided.nodes)
-    return decided
+    return replace(decided, verdict=landed(decided.verdict, applied))
 
 
 def release_all(ctx: Context, obj: Obj, nodes: Mapping[str, Obj]) -> bool:

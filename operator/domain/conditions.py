@@ -36,6 +36,18 @@ class Verdict:
     extra: tuple[tuple[str, Status, str, str], ...] = ()
 
 
+def landed(verdict: Verdict, all_landed: bool) -> Verdict:
+    """What a pass may report once it has tried its writes: a pass whose writes did not all
+    land (a 409 on a node, an API error) is never Ready, since the plan judged the nodes as
+    they would be after those writes — one may still be cordoned, tainted, mid-rollout. The
+    next pass re-plans from what really happened. Progressing and Stalled stand as they are.
+    """
+    if all_landed or verdict.state != "ready":
+        return verdict
+    why = "a write to a node did not land (see the operator's log); the next pass retries it"
+    return Verdict("progressing", "RollingOut", why, verdict.extra)
+
+
 def timestamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 

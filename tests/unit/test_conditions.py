@@ -2,7 +2,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tessera.domain.conditions import Verdict, condition, conditions_for
+from tessera.domain.conditions import Verdict, condition, conditions_for, landed
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = datetime(2026, 1, 2, tzinfo=UTC)
@@ -35,3 +35,26 @@ def test_transition_time_moves_only_when_status_changes() -> None:
     ready = condition(flipped, "Ready")
     assert ready is not None and ready["lastTransitionTime"] == "2026-01-02T00:00:00Z"
     assert condition(flipped, "Reconciling") is None
+
+
+READY = Verdict("ready", "Succeeded", "all 3 nodes match their layout")
+MOVING = Verdict("progressing", "Draining", "1 of 3 nodes updated")
+STUCK = Verdict("stalled", "DrainBlocked", "pdb ns/a")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "all_landed", "state", "reason"),
+    [
+        (READY, True, "ready", "Succeeded"),  # every write landed: the plan's verdict stands
+        (READY, False, "progressing", "RollingOut"),  # a node write failed: not Ready yet
+        (MOVING, False, "progressing", "Draining"),  # already not Ready: unchanged
+        (STUCK, False, "stalled", "DrainBlocked"),  # needs a human either way
+    ],
+)
+def test_a_pass_whose_writes_did_not_all_land_is_never_ready(
+    verdict: Verdict, all_landed: bool, state: str, reason: str
+) -> None:
+    got = landed(verdict, all_landed)
+    assert (got.state, got.reason) == (state, reason)
+    if state == "progressing" and verdict.state == "ready":
+        assert "did not land" in got.message
