@@ -39,7 +39,9 @@ def test_operator_sigkilled_every_few_seconds_through_a_30_node_rollout(
 ) -> None:
     pool = "flt-kill30"
     names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 30))
-    work = Workload(kube, f"{pool}-ns", names[::3])  # 10 pods under minAvailable 9
+    # 5 replicas under minAvailable 4: their nodes drain one eviction at a time, each waiting
+    # for the ReplicaSet's replacement to run on the spare before the budget allows the next
+    work = Workload(kube, f"{pool}-ns", names[::6])
     stop = threading.Event()
     kills = 0
 
@@ -56,7 +58,7 @@ def test_operator_sigkilled_every_few_seconds_through_a_30_node_rollout(
         )
         thread.start()
         try:
-            obj = wait_ready(kube, pool, 240, f"{pool} Ready despite the kills")
+            obj = wait_ready(kube, pool, 300, f"{pool} Ready despite the kills")
         finally:
             stop.set()
             thread.join(60)
