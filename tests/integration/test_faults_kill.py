@@ -58,7 +58,7 @@ def test_operator_sigkilled_every_few_seconds_through_a_30_node_rollout(
         )
         thread.start()
         try:
-            obj = wait_ready(kube, pool, 300, f"{pool} Ready despite the kills")
+            obj = wait_ready(kube, pool, 240, f"{pool} Ready despite the kills")
         finally:
             stop.set()
             thread.join(60)
