@@ -85,29 +85,30 @@ def test_a_node_that_stops_heartbeating_holds_the_budget_and_is_not_started(
     hung, healthy = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 2))
     with restarted_at_exit(operator), Witness(kube, pool) as witness:
         stop_heartbeats(kube, hung)
-        eventually(
-            lambda: not_ready(kube, hung), NOT_READY_WITHIN, f"{hung} NotReady (unreachable)"
-        )
-        kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
+        try:
+            eventually(
+                lambda: not_ready(kube, hung), NOT_READY_WITHIN, f"{hung} NotReady (unreachable)"
+            )
+            kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
 
-        def waiting() -> dict[str, str] | None:
-            cond = reconciling(kube, pool)
-            return cond if cond and f"{hung} " in cond["message"] else None
+            def waiting() -> dict[str, str] | None:
+                cond = reconciling(kube, pool)
+                return cond if cond and f"{hung} " in cond["message"] else None
 
-        cond = eventually(waiting, 60, f"{pool} Reconciling, naming {hung}")
-        assert cond["reason"] == "RollingOut", cond
-        assert f"{hung} is NotReady" in cond["message"] or (
-            f"1 of 1 in use: {hung} NotReady" in cond["message"]
-        ), cond
-        assert "0 of 2 nodes updated" in cond["message"], cond
-        for name in (hung, healthy):  # neither started: the NotReady node holds the only slot
-            node = node_of(kube, name)
-            assert not node["spec"].get("unschedulable"), name
-            assert c.GEOMETRY_PENDING_TAINT not in taints(kube, name), name
-            assert c.NODE_STATE_ANNOTATION not in (node["metadata"].get("annotations") or {})
-        assert witness.phases == set(), witness.phases
-
-        resume_heartbeats(kube, hung)
+            cond = eventually(waiting, 60, f"{pool} Reconciling, naming {hung}")
+            assert cond["reason"] == "RollingOut", cond
+            assert f"{hung} is NotReady" in cond["message"] or (
+                f"1 of 1 in use: {hung} NotReady" in cond["message"]
+            ), cond
+            assert "0 of 2 nodes updated" in cond["message"], cond
+            for name in (hung, healthy):  # neither started: the NotReady node holds the only slot
+                node = node_of(kube, name)
+                assert not node["spec"].get("unschedulable"), name
+                assert c.GEOMETRY_PENDING_TAINT not in taints(kube, name), name
+                assert c.NODE_STATE_ANNOTATION not in (node["metadata"].get("annotations") or {})
+            assert witness.phases == set(), witness.phases
+        finally:  # the kubelet comes back (whatever happened: no node is left NotReady)
+            resume_heartbeats(kube, hung)
         obj = wait_ready(kube, pool, 120, f"{pool} Ready once {hung} is back")
     assert obj["status"]["nodes"]["updated"] == 2
     assert witness.worst <= 1, witness.worst  # NotReady counted: never it and another held
