@@ -20,24 +20,32 @@ import pytest
 
 from devcluster import fleet
 from tessera.adapters.informer import Informer
-from tessera.adapters.kube import ApiError, Kube, Obj, path_of
+from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, eventually, gpu_agents, gpu_pod, namespace
+from .helpers import (
+    condition,
+    deployment,
+    eventually,
+    gpu_agents,
+    namespace,
+    nodes_of,
+    pdb,
+    running,
+    wait_running,
+)
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
 LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
 LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
-SPARE = "faults-spare"  # where evicted pods come back: outside every pool
+WORKLOAD = "faults.tessera.io/workload"  # the nodes a Workload's replicas may run on
+GPUS = 8  # a simulated H100 node's: one replica fills a node
 
 
 @pytest.fixture(scope="module")
 def agents(kube: Kube) -> Iterator[None]:
-    spare = fleet.node_manifest(fleet.NodeSpec(SPARE, "H100-80GB"))
-    spare["metadata"]["labels"] = {"kubernetes.io/hostname": SPARE}  # no GPU labels: no agent
-    fleet.create_from_manifests(kube, [spare])
     with gpu_agents(kube):
         yield
 
@@ -84,8 +92,6 @@ class Witness:
     def __exit__(self, *_: object) -> None:
         for informer in self._informers:
             informer.stop()
-        if self.workload is not None:
-            self.workload.stopped.set()
 
     def _node(self, kind: str, node: Obj) -> None:
         meta = node["metadata"]
@@ -119,20 +125,21 @@ class Witness:
 
 
 class Workload:
-    """GPU pods owned by a ReplicaSet, one per node, under a PDB of ``minAvailable: n - 1``.
+    """A Deployment ``train`` with one replica on each of ``nodes`` under a PDB of
+    ``minAvailable: n - 1``, and a spare node outside the pool where evicted replicas go.
 
-    No ReplicaSet controller or scheduler runs in the test control plane, so
-    this plays both: a deleted pod ``train-0`` comes back as ``train-0-again``
-    on the spare node outside the pool. So every pod a rollout should evict is
-    an original, each exactly once. (Not under the same name: after an API
-    server restart the disruption controller may have missed the deletion and
-    counts a pod of the old name as disrupted for its two-minute grace.) Like a
-    real controller it works from levels (which replicas are missing), so an
-    API server restart that swallows a DELETED event loses no replica.
+    Each replica asks for all 8 GPUs of a node, and the Deployment selects the nodes labelled
+    ``faults.tessera.io/workload=<ns>``: first ``nodes`` (so kube-scheduler puts one replica on
+    each), then, once they all run, a spare node outside every pool with room for all of them.
+    A replica the rollout evicts is re-created by the ReplicaSet controller and can only land on
+    the spare (a labelled pool node is either still full or, once changed to MIG, offers no
+    ``nvidia.com/gpu``), so every pod a rollout should evict is an original, each exactly once,
+    and a second eviction, or one outside the pool, would show.
     """
 
     def __init__(self, kube: Kube, ns: str, nodes: list[str]) -> None:
         self.kube, self.ns = kube, ns
+        self.replicas = len(nodes)
         self.min_available = len(nodes) - 1
         self.originals: dict[str, str] = {}  # uid -> name
         self.evicted: dict[str, str] = {}  # uid -> name, first seen terminating or gone
@@ -140,51 +147,27 @@ class Workload:
         self.fewest_ready = len(nodes)
         self.armed = False
         self._lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.replacer = threading.Thread(target=self._replace, daemon=True, name="replicaset")
         namespace(kube, ns)
-        owner = kube.create(
-            f"/apis/apps/v1/namespaces/{ns}/replicasets",
-            {
-                "metadata": {"name": "train"},
-                "spec": {
-                    "replicas": len(nodes),
-                    "selector": {"matchLabels": {"app": "train"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "train"}},
-                        "spec": {"containers": [{"name": "main", "image": "cuda"}]},
-                    },
-                },
-            },
+        for node in nodes:
+            kube.patch(path_of("v1", "nodes", node), {"metadata": {"labels": {WORKLOAD: ns}}})
+        budget = pdb("train", min_available=self.min_available)
+        kube.create(path_of("policy/v1", "poddisruptionbudgets", namespace=ns), budget)
+        train = deployment(
+            "train", count=GPUS, replicas=self.replicas, node_selector={WORKLOAD: ns}
         )
-        self.owner_ref = {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": "train",
-            "uid": owner["metadata"]["uid"],
-            "controller": True,
-        }
-        for i, node in enumerate(nodes):
-            pod = kube.create(path_of("v1", "pods", namespace=ns), self._pod(f"train-{i}", node))
-            self.originals[pod["metadata"]["uid"]] = pod["metadata"]["name"]
-        kube.create(
-            f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-            {
-                "metadata": {"name": "train"},
-                "spec": {
-                    "minAvailable": self.min_available,
-                    "selector": {"matchLabels": {"app": "train"}},
-                },
-            },
-        )
-        eventually(self._settled, 60, f"pods of {ns} running and their PDB counting them")
-
-    def _pod(self, name: str, node: str) -> Obj:
-        return gpu_pod(name, node=node, labels={"app": "train"}, ownerReferences=[self.owner_ref])
+        kube.create(path_of("apps/v1", "deployments", namespace=ns), train)
+        pods = wait_running(kube, ns, "train", self.replicas)
+        assert sorted(nodes_of(pods)) == sorted(nodes), nodes_of(pods)
+        self.originals = {p["metadata"]["uid"]: p["metadata"]["name"] for p in pods}
+        spare = fleet.node_manifest(fleet.NodeSpec(f"{ns}-spare", "H100-80GB", GPUS * len(nodes)))
+        # no GPU labels (no agent changes it) and no pool: only this workload lands there
+        spare["metadata"]["labels"] = {"kubernetes.io/hostname": f"{ns}-spare", WORKLOAD: ns}
+        fleet.create_from_manifests(kube, [spare])
+        eventually(self._settled, 60, f"the PDB of {ns} counting its {self.replicas} pods")
 
     def _settled(self) -> bool:
-        pdb = self.kube.get(path_of("policy/v1", "poddisruptionbudgets", "train", self.ns))
-        return (pdb.get("status") or {}).get("currentHealthy") == len(self.originals)
+        budget = self.kube.get(path_of("policy/v1", "poddisruptionbudgets", "train", self.ns))
+        return (budget.get("status") or {}).get("currentHealthy") == self.replicas
 
     def informer(self) -> Informer:
         return Informer(
@@ -195,14 +178,10 @@ class Workload:
         meta = pod["metadata"]
         uid, name = meta["uid"], meta["name"]
         gone = kind == "DELETED" or bool(meta.get("deletionTimestamp"))
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        ready = not gone and any(
-            x.get("type") == "Ready" and x.get("status") == "True" for x in conditions
-        )
         with self._lock:
             if gone:
                 self.evicted.setdefault(uid, name)
-            self.ready[uid] = ready
+            self.ready[uid] = not gone and running(pod)
             if self.armed:
                 self.fewest_ready = min(self.fewest_ready, sum(self.ready.values()))
 
@@ -211,24 +190,14 @@ class Workload:
         with self._lock:
             self.fewest_ready = sum(self.ready.values())
             self.armed = True
-        self.replacer.start()
-
-    def _replace(self) -> None:
-        names = set(self.originals.values())
-        collection = path_of("v1", "pods", namespace=self.ns)
-        while not self.stopped.wait(0.2):  # the simulated controller's resync period
-            try:
-                present = {p["metadata"]["name"] for p in self.kube.list(collection)}
-                for name in sorted(names - present):
-                    if f"{name}-again" not in present:
-                        self.kube.create(collection, self._pod(f"{name}-again", SPARE))
-            except ApiError:
-                continue  # API server away or a name taken meanwhile: next round
 
     def check(self) -> None:
-        """Every original evicted exactly once, no replacement evicted, the PDB never broken."""
+        """Every original evicted exactly once, no replacement evicted, the PDB never broken,
+        and every evicted replica running again (on the spare)."""
         assert self.evicted == self.originals, (self.evicted, self.originals)
         assert self.fewest_ready >= self.min_available, self.fewest_ready
+        pods = wait_running(self.kube, self.ns, "train", self.replicas)
+        assert set(nodes_of(pods)) == {f"{self.ns}-spare"}, nodes_of(pods)
 
 
 # -- acting on the operator -----------------------------------------------------------------------

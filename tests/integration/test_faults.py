@@ -52,7 +52,7 @@ from .faults import (
     stalled,
     wait_ready,
 )
-from .helpers import condition, custom, eventually, gpu_pod, namespace
+from .helpers import condition, custom, eventually
 
 __all__ = ["agents"]  # the module-scoped fixture, used by every test below
 
@@ -209,30 +209,30 @@ def test_pod_stuck_terminating_blocks_the_drain_naming_the_pod(
     pool = "flt-terminating"
     (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
     ns = f"{pool}-ns"
-    namespace(kube, ns)
-    stuck = {STUCK_ANNOTATION: "true"}
-    kube.create(
-        path_of("v1", "pods", namespace=ns), gpu_pod("sticky", node=name, annotations=stuck)
-    )
-    pod_path = path_of("v1", "pods", "sticky", ns)
-    eventually(lambda: kube.get(pod_path)["status"].get("phase") == "Running", what="pod running")
-    with restarted_at_exit(operator), Witness(kube, pool) as witness:
+    work = Workload(kube, ns, [name])
+    (sticky,) = work.originals.values()
+    pod_path = path_of("v1", "pods", sticky, ns)
+    # the fault: the node's runtime will never finish stopping this replica
+    kube.patch(pod_path, {"metadata": {"annotations": {STUCK_ANNOTATION: "true"}}})
+    with restarted_at_exit(operator), Witness(kube, pool, work) as witness:
         spec = pool_spec(pool, LAYOUT_A)
-        spec["rollout"]["drain"] = {"timeout": "3s", "force": True}  # a bare pod: force to evict
+        spec["rollout"]["drain"] = {"timeout": "3s"}
         kube.create(NPG, custom("NodePoolGeometry", pool, spec))
 
         cond = eventually(lambda: stalled(kube, pool), 60, "Stalled after the drain timeout")
         assert cond["reason"] == "DrainBlocked", cond
-        assert f"pod {ns}/sticky is terminating" in cond["message"], cond
+        assert f"pod {ns}/{sticky} is terminating" in cond["message"], cond
         node = node_of(kube, name)
         assert node["metadata"]["annotations"][c.NODE_PHASE_ANNOTATION] == "Blocked"
         assert node["spec"].get("unschedulable") is True
         assert c.MIG_CONFIG_LABEL not in node["metadata"]["labels"]  # nothing reconfigured
         pod = kube.get(pod_path)
         assert pod["metadata"].get("deletionTimestamp")  # evicted, never force-deleted
+        assert pod["spec"]["nodeName"] == name
 
         kube.patch(pod_path, {"metadata": {"annotations": {STUCK_ANNOTATION: None}}})
         wait_ready(kube, pool, 60, f"{pool} Ready once the pod is gone")
     assert witness.worst <= 1, witness.worst
+    work.check()
     assert_released(kube, pool)
     assert_each_layout_requested_once(witness, kube, pool)

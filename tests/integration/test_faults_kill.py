@@ -39,18 +39,33 @@ def test_operator_sigkilled_every_few_seconds_through_a_30_node_rollout(
 ) -> None:
     pool = "flt-kill30"
     names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 30))
-    work = Workload(kube, f"{pool}-ns", names[::3])  # 10 pods under minAvailable 9
+    # 5 replicas under minAvailable 4: their nodes drain one eviction at a time, each waiting
+    # for the ReplicaSet's replacement to run on the spare before the budget allows the next
+    work = Workload(kube, f"{pool}-ns", names[::6])
     stop = threading.Event()
     kills = 0
+    steps: set[tuple[str, str]] = set()
+    progressed = threading.Event()  # a (node, phase) persisted since the last restart
+
+    def step(phase: str, node: str) -> None:
+        if (node, phase) not in steps:
+            steps.add((node, phase))
+            progressed.set()
 
     def killer() -> None:
         nonlocal kills
         while not stop.wait(3.0):  # the fault's period, not synchronisation
+            # ... once the operator persisted a step since it started: on a loaded machine its
+            # start alone can take 3 s, and kills on a clock would leave it no pass at all
+            while not progressed.wait(1.0):
+                if stop.is_set():
+                    return
             kill_and_restart(operator)
+            progressed.clear()
             kills += 1
 
     thread = threading.Thread(target=killer, daemon=True, name="killer")
-    with restarted_at_exit(operator), Witness(kube, pool, work) as witness:
+    with restarted_at_exit(operator), Witness(kube, pool, work, step) as witness:
         kube.create(
             NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A, maxUnavailable=5))
         )

@@ -18,7 +18,7 @@ from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_agents, namespace, owned_pod
+from .helpers import condition, custom, eventually, gpu_agents, namespace, nodes_of, serve
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
@@ -290,14 +290,11 @@ def test_prune_previews_the_deletion_of_what_the_manifests_omit(
     kubeconfig = control_plane.kubeconfig
     nodes = fleet.create_nodes(kube, fleet.pool("plan-prune", "H100-80GB", 2))
     namespace(kube, "plan-prune-serve")
-    for node in nodes:  # a serving pod under a PDB that lets none go: each node's drain holds
-        owned_pod(kube, "plan-prune-serve", node, node)
-        pdb = {"minAvailable": 1, "selector": {"matchLabels": {"app": node}}}
-        kube.create(
-            "/apis/policy/v1/namespaces/plan-prune-serve/poddisruptionbudgets",
-            {"metadata": {"name": node}, "spec": pdb},
-        )
-    kube.create(NPG, _npg("plan-prune", LAYOUT_A, maxUnavailable=2))
+    # a serving replica filling each node, under a PDB that lets none go: each drain holds
+    pods = serve(kube, "plan-prune-serve", "llm", pool="plan-prune", count=8, replicas=2, budget=2)
+    assert sorted(nodes_of(pods)) == nodes
+    # a drain timeout longer than the test: both nodes stay Draining while it plans
+    kube.create(NPG, _npg("plan-prune", LAYOUT_A, maxUnavailable=2, drain={"timeout": "30m"}))
 
     def held(node: str) -> bool:
         obj = kube.get(path_of("v1", "nodes", node))

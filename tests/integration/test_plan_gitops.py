@@ -19,7 +19,7 @@ from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import ROOT, Kubectl
-from .helpers import custom, eventually, namespace
+from .helpers import custom, deployment, eventually, namespace, nodes_of, wait_running
 
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
 LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
@@ -258,59 +258,31 @@ def test_a_snapshot_keeps_no_pod_secret_and_plans_as_the_cluster_does(
     kubeconfig = f"--kubeconfig={control_plane.kubeconfig}"
     nodes = fleet.create_nodes(kube, fleet.pool("snap", "H100-80GB", 2))
     namespace(kube, "snap-ml")
-    rs = kube.create(
-        "/apis/apps/v1/namespaces/snap-ml/replicasets",
-        {
-            "metadata": {"name": "serving"},
-            "spec": {
-                "replicas": 0,
-                "selector": {"matchLabels": {"app": "serving"}},
-                "template": {
-                    "metadata": {"labels": {"app": "serving"}},
-                    "spec": {"containers": [{"name": "main", "image": "serving"}]},
-                },
-            },
-        },
-    )
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "serving", "uid": rs["metadata"]["uid"], "controller": True}  # fmt: skip
-    for i, node in enumerate(nodes):
-        # applied with kubectl, so last-applied-configuration copies the env too
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"serving-{i}",
-                "namespace": "snap-ml",
-                "labels": {"app": "serving"},
-                "ownerReferences": [owner],
-            },
-            "spec": {
-                "nodeName": node,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.example/serving:1",
-                        "args": [f"--api-key={SECRET}"],
-                        "env": [
-                            {"name": "DB_PASSWORD", "value": SECRET},
-                            {
-                                "name": "TOKEN",
-                                "valueFrom": {"secretKeyRef": {"name": "db", "key": "token"}},
-                            },
-                        ],
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        "volumeMounts": [{"name": "creds", "mountPath": "/creds"}],
-                    }
-                ],
-                "volumes": [{"name": "creds", "secret": {"secretName": "db"}}],
-            },
-        }
-        kubectl.ok("apply", "-f", "-", stdin=json.dumps(pod))
+    # a serving Deployment applied with kubectl; its pods carry the secret in args and env
+    serving = deployment("serving", pool="snap", replicas=2)
+    serving["metadata"]["namespace"] = "snap-ml"
+    (container,) = serving["spec"]["template"]["spec"]["containers"]
+    container |= {
+        "image": "registry.example/serving:1",
+        "args": [f"--api-key={SECRET}"],
+        "env": [
+            {"name": "DB_PASSWORD", "value": SECRET},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "token"}}},
+        ],
+        "volumeMounts": [{"name": "creds", "mountPath": "/creds"}],
+    }
+    serving["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "creds", "secret": {"secretName": "db"}}
+    ]
+    kubectl.ok("apply", "-f", "-", stdin=json.dumps(serving))
+    running = wait_running(kube, "snap-ml", "serving", 2)
+    assert set(nodes_of(running)) <= set(nodes)  # placed by kube-scheduler in the pool
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": "serving", "namespace": "snap-ml"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serving"}}},
+        # lets no replica go: the plan names it as blocking the drain
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "serving"}}},
     }
     kubectl.ok("apply", "-f", "-", stdin=json.dumps(pdb))
     pdb_path = "/apis/policy/v1/namespaces/snap-ml/poddisruptionbudgets/serving"
@@ -319,8 +291,8 @@ def test_a_snapshot_keeps_no_pod_secret_and_plans_as_the_cluster_does(
         30,
         "the disruption controller to observe the PDB",
     )
-    pod_path = path_of("v1", "pods", "serving-0", "snap-ml")
-    assert SECRET in json.dumps(kube.get(pod_path))  # the cluster holds it, twice
+    first = running[0]["metadata"]["name"]
+    assert json.dumps(kube.get(path_of("v1", "pods", first, "snap-ml"))).count(SECRET) == 2
 
     snap = tmp_path / "cluster.yaml"
     code, text, err = tessera_plan("snapshot", kubeconfig)
@@ -330,11 +302,11 @@ def test_a_snapshot_keeps_no_pod_secret_and_plans_as_the_cluster_does(
     for absent in ("last-applied-configuration", "managedFields", "env:", "secretKeyRef", "image:"):
         assert absent not in text, absent
     pods = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "Pod"]
-    mine = next(p for p in pods if p["metadata"]["name"] == "serving-0")
+    mine = next(p for p in pods if p["metadata"]["name"] == first)
     gpu = {"nvidia.com/gpu": "1"}  # the API server defaults requests to the limits
     token = next(v["name"] for v in mine["spec"]["volumes"] if v["name"] != "creds")
     assert mine["spec"] == {
-        "nodeName": nodes[0],
+        "nodeName": running[0]["spec"]["nodeName"],
         "containers": [{"name": "main", "resources": {"requests": gpu, "limits": gpu}}],
         "volumes": [{"name": "creds"}, {"name": token}],  # names only, no source
     }

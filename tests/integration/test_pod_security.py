@@ -2,10 +2,10 @@
 
 The real API server runs PodSecurity admission. For the kustomize install (config/manager) and
 the Helm chart, a namespace gets the labels the install documents (namespace.yaml, README's
-``kubectl label``), and each replica's Pod, built from the Deployment's template as the
-ReplicaSet controller would, is created for real: admitted without a warning, while a copy that
-allows privilege escalation is refused — the namespace has teeth. The install's
-PodDisruptionBudget and topology spread must select exactly those pods.
+``kubectl label``), and the install's Deployment is created there for real: applied without a
+warning, its ReplicaSet creates every replica, while a copy that allows privilege escalation is
+warned about and its ReplicaSet's pods are refused (FailedCreate) — the namespace has teeth. The
+install's PodDisruptionBudget and topology spread must select exactly the replicas.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tessera.adapters.kube import Kube
+from tessera.adapters.kube import Kube, path_of
 
 from .conftest import ROOT, Kubectl
-from .helpers import namespace
+from .helpers import condition, eventually, namespace
 from .test_chart_values import readme_helm_block
 from .tools import helm_template
 
@@ -49,14 +49,20 @@ def helm_install(kubectl: Kubectl) -> tuple[dict[str, str], list[dict[str, Any]]
 INSTALLS = {"kustomize": kustomize_install, "helm": helm_install}
 
 
-def pod_from(deployment: dict[str, Any], name: str, ns: str) -> dict[str, Any]:
-    template = copy.deepcopy(deployment["spec"]["template"])
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": template["metadata"]["labels"]},
-        "spec": template["spec"],
-    }
+def in_namespace(deployment: dict[str, Any], ns: str, name: str = "") -> dict[str, Any]:
+    copied = copy.deepcopy(deployment)
+    copied["metadata"] |= {"namespace": ns, **({"name": name} if name else {})}
+    return copied
+
+
+def replica_failure(kube: Kube, ns: str, selector: dict[str, Any]) -> str | None:
+    """The message of a ReplicaSet of ``selector`` that failed to create its pods."""
+    labels = ",".join(f"{k}={v}" for k, v in selector["matchLabels"].items())
+    for rs in kube.list(path_of("apps/v1", "replicasets", namespace=ns), label_selector=labels):
+        failure = condition(rs, "ReplicaFailure") or {}
+        if failure.get("reason") == "FailedCreate":
+            return str(failure.get("message"))
+    return None
 
 
 def selected(kubectl: Kubectl, ns: str, selector: dict[str, Any]) -> list[str]:
@@ -78,17 +84,39 @@ def test_operator_pods_are_admitted_where_restricted_is_enforced_and_a_pdb_cover
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     replicas = deployment["spec"]["replicas"]
     assert replicas == 2
-    names = [f"operator-{i}" for i in range(replicas)]
-    for name in names:
-        created = kubectl("create", "-f", "-", stdin=json.dumps(pod_from(deployment, name, ns)))
-        assert created.returncode == 0, created.stderr
-        assert "Warning" not in created.stderr, created.stderr
+    created = kubectl("create", "-f", "-", stdin=json.dumps(in_namespace(deployment, ns)))
+    assert created.returncode == 0, created.stderr
+    assert "Warning" not in created.stderr, created.stderr  # PodSecurity checks the template
+    selector = deployment["spec"]["selector"]
 
-    loose = pod_from(deployment, "operator-escalating", ns)
-    del loose["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"]
-    refused = kubectl("create", "-f", "-", stdin=json.dumps(loose))
-    assert refused.returncode != 0
-    assert 'violates PodSecurity "restricted:latest": allowPrivilegeEscalation' in refused.stderr
+    # The ReplicaSet controller creates the replicas: PodSecurity admission lets each one in.
+    def all_created() -> list[str] | None:
+        got = selected(kubectl, ns, selector)
+        return got if len(got) == replicas else None
+
+    names = eventually(all_created, 60, f"{replicas} replicas created by the ReplicaSet")
+
+    # A copy that allows privilege escalation: warned at apply, its pods refused at admission,
+    # which its ReplicaSet reports (what `kubectl describe` shows the person who applied it).
+    loose = in_namespace(deployment, ns, "operator-escalating")
+    for labels in (
+        loose["spec"]["selector"]["matchLabels"],
+        loose["spec"]["template"]["metadata"]["labels"],
+    ):
+        labels["variant"] = "escalating"
+    del loose["spec"]["template"]["spec"]["containers"][0]["securityContext"][
+        "allowPrivilegeEscalation"
+    ]
+    warned = kubectl("create", "-f", "-", stdin=json.dumps(loose))
+    assert warned.returncode == 0, warned.stderr
+    assert (
+        'would violate PodSecurity "restricted:latest": allowPrivilegeEscalation' in warned.stderr
+    )
+    refused = eventually(
+        lambda: replica_failure(kube, ns, loose["spec"]["selector"]), 60, "FailedCreate"
+    )
+    assert 'violates PodSecurity "restricted:latest": allowPrivilegeEscalation' in refused
+    assert selected(kubectl, ns, loose["spec"]["selector"]) == []
 
     pdbs = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     assert [p["spec"].get("maxUnavailable") for p in pdbs] == [1]
