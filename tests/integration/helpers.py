@@ -43,53 +43,6 @@ def namespace(kube: Kube, name: str, labels: dict[str, str] | None = None) -> No
     )
 
 
-def gpu_pod(
-    name: str, resource: str = "nvidia.com/gpu", count: int = 1, node: str = "", **meta: Any
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "image": "cuda", "resources": {"limits": {resource: str(count)}}}
-        ],
-        "terminationGracePeriodSeconds": 1,
-    }
-    if node:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
-
-
-def owned_pod(
-    kube: Kube, namespace: str, name: str, node: str, resource: str = "nvidia.com/gpu"
-) -> None:
-    """A pod using ``resource`` on ``node``, owned by a ReplicaSet labelled ``app=<name>``.
-
-    No controller runs the ReplicaSet here (the GC keeps the pod); the owner makes the pod
-    evictable the way a drain expects, and the label is what a PDB selects it by.
-    """
-    rs = kube.create(
-        f"/apis/apps/v1/namespaces/{namespace}/replicasets",
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "main", "image": "workload"}]},
-                },
-            },
-        },
-    )
-    owner = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": name,
-        "controller": True,
-        "uid": rs["metadata"]["uid"],
-    }
-    pod = gpu_pod(name, resource, node=node, labels={"app": name}, ownerReferences=[owner])
-    kube.create(path_of("v1", "pods", namespace=namespace), pod)
-
-
 # -- workloads: placed by kube-scheduler, run by KWOK --------------------------------------------
 # A test's workload is what a platform's user runs: a Deployment (or StatefulSet, Job) whose pods
 # ask for accelerator resources and are placed by the scheduler. ``pool`` selects the pool's
