@@ -23,7 +23,7 @@ is never held back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tessera.api import constants
 
@@ -67,17 +67,24 @@ def _open(node: NodeView) -> bool:
     return not (taken or busy or node.state_error)
 
 
+def _released(node: NodeView) -> NodeView:
+    """The node as it is once this pass has lifted Tessera's taint and cordon."""
+    taints = tuple(t for t in node.taints if t != GEOMETRY_PENDING)
+    return replace(node, taints=taints, unschedulable=False)
+
+
 class Ledger:
     """Free accelerators per open node, consumed as nodes are admitted within one pass."""
 
     def __init__(self, room: Room, closed: Set[str], reopened: Set[str] = frozenset()) -> None:
         """``closed``: nodes no pod may go to; ``reopened``: nodes this pass releases."""
         self.nodes = {
-            n.name: n
+            n.name: _released(n) if n.name in reopened else n
             for n in room.nodes
             if n.name not in closed and (_open(n) or (n.name in reopened and n.ready))
         }
         self.free: dict[str, dict[str, int]] = {}
+        self.placed: dict[str, list[PodView]] = {}  # node → pods this pass sends there
         for name, node in self.nodes.items():
             used = room.used.get(name, {})
             self.free[name] = {
@@ -89,22 +96,29 @@ class Ledger:
     def fit(self, leaving: str, pods: Sequence[PodView]) -> str:
         """Place ``pods`` as ``leaving`` goes: ``""`` (and the room taken), or why they cannot.
 
+        Pods an earlier admission of this pass sent to ``leaving`` move again with them.
         Nothing is taken when some pod has nowhere to go, so the next candidate is
         judged on the room as it was.
         """
         free = {n: dict(f) for n, f in self.free.items() if n != leaving}
-        stranded = self._place(free, pods)
+        placed = {n: list(p) for n, p in self.placed.items() if n != leaving}
+        stranded = self._place(free, placed, [*pods, *self.placed.get(leaving, ())])
         if stranded:
             return shortfall(stranded, [(self.nodes[n], f) for n, f in free.items()])
-        self.free = free
+        self.free, self.placed = free, placed
         return ""
 
     def settle(self, leaving: str, pods: Sequence[PodView]) -> None:
         """A node already draining: its pods take what room they find, first."""
         self.free = {n: f for n, f in self.free.items() if n != leaving}
-        self._place(self.free, pods)
+        self._place(self.free, self.placed, pods)
 
-    def _place(self, free: dict[str, dict[str, int]], pods: Sequence[PodView]) -> list[PodView]:
+    def _place(
+        self,
+        free: dict[str, dict[str, int]],
+        placed: dict[str, list[PodView]],
+        pods: Sequence[PodView],
+    ) -> list[PodView]:
         """First-fit decreasing, nodes by name; the pods that found no node."""
         movers = sorted(
             (p for p in pods if p.requests),
@@ -118,6 +132,7 @@ class Ledger:
                 continue
             for r, n in pod.requests.items():
                 free[spot][r] -= n
+            placed.setdefault(spot, []).append(pod)
         return stranded
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from rollout_builders import POOL, T0, desired, gpu_pod, kinds, node, policy, state
+from rollout_builders import NEW, POOL, T0, desired, gpu_pod, kinds, node, policy, state
 
 from tessera.domain import cluster
 from tessera.domain.rollout import Plan, plan
@@ -275,3 +275,29 @@ def test_without_a_room_nothing_is_checked() -> None:
 
 def test_an_empty_room_is_no_room() -> None:
     assert Ledger(Room(), set()).fit("gpu-1", [mig("a")]).startswith("1 pod(s)")
+
+
+def test_pods_sent_to_a_node_admitted_later_in_the_pass_move_again() -> None:
+    book = ledger([node("gpu-2", alloc={MIG: 2}), FREE], [])
+    assert book.fit("gpu-1", [mig("a")]) == ""  # "cpu-1" sorts first: a goes there
+    assert book.fit("gpu-3", [mig("b", 2, on="gpu-3")]) == ""  # b: gpu-2 (cpu-1 has 1 left)
+    # gpu-2 leaving now: b must move again, and nowhere holds 2
+    assert book.fit("gpu-2", []) == f"1 pod(s) would have nowhere to run: {MIG} short by 2 (ml/b)"
+
+
+def test_a_node_released_in_this_pass_is_room_for_the_next_one() -> None:
+    """gpu-1 verified on the new layout (16 x 3g.40gb): released, then its room takes gpu-2's
+    pods in the same pass, though this observation still shows it cordoned and tainted."""
+    m3 = "nvidia.com/mig-3g.40gb"
+    verified = node("gpu-1", config=NEW, cordoned=True, tainted=True, st=state(Phase.VERIFYING))
+    nodes = [verified, node("gpu-2", alloc={m3: 2}), node("gpu-3", alloc={m3: 2})]
+    pods = [gpu_pod(f"{n}-{i}", n, requests={m3: 1}) for n in ("gpu-2", "gpu-3") for i in (0, 1)]
+    want = {n.name: desired() for n in nodes}
+    result = plan(POOL, policy(), want, nodes, pods, [], T0, None, room(nodes, pods))
+    assert kinds(result.actions)[:4] == [
+        "SetNodeState:Uncordoning",
+        "RemoveTaint:gpu-1",
+        "Uncordon:gpu-1",
+        "ClearNodeState:gpu-1",
+    ]
+    assert "Cordon:gpu-2" in kinds(result.actions) and result.short_of_room == ""
