@@ -31,6 +31,7 @@ from .state import Phase
 from .views import GEOMETRY_PENDING, NodeView, PodView
 
 REASON = "InsufficientCapacity"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # a cordon, as kube-controller-manager
 SHOWN_PODS = 5
 
 
@@ -68,8 +69,10 @@ def _open(node: NodeView) -> bool:
 
 
 def _released(node: NodeView) -> NodeView:
-    """The node as it is once this pass has lifted Tessera's taint and cordon."""
-    taints = tuple(t for t in node.taints if t != GEOMETRY_PENDING)
+    """The node as it is once this pass has lifted Tessera's taint and cordon (and with the
+    cordon, the taint the node lifecycle controller mirrors it into)."""
+    lifted = (GEOMETRY_PENDING.key, UNSCHEDULABLE_TAINT)
+    taints = tuple(t for t in node.taints if t.key not in lifted)
     return replace(node, taints=taints, unschedulable=False)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -290,6 +291,8 @@ def test_a_node_released_in_this_pass_is_room_for_the_next_one() -> None:
     pods in the same pass, though this observation still shows it cordoned and tainted."""
     m3 = "nvidia.com/mig-3g.40gb"
     verified = node("gpu-1", config=NEW, cordoned=True, tainted=True, st=state(Phase.VERIFYING))
+    cordon = Taint("node.kubernetes.io/unschedulable", "NoSchedule")  # the node controller's
+    verified = replace(verified, taints=(*verified.taints, cordon))
     nodes = [verified, node("gpu-2", alloc={m3: 2}), node("gpu-3", alloc={m3: 2})]
     pods = [gpu_pod(f"{n}-{i}", n, requests={m3: 1}) for n in ("gpu-2", "gpu-3") for i in (0, 1)]
     want = {n.name: desired() for n in nodes}
