@@ -33,6 +33,8 @@ from .views import GEOMETRY_PENDING, NodeView, PodView
 REASON = "InsufficientCapacity"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # a cordon, as kube-controller-manager
 SHOWN_PODS = 5
+Moves = list[tuple[str, PodView]]  # node → a pod sent there
+Taken = dict[str, dict[str, int]]  # node → resource → what the moves take of it
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,11 @@ def _released(node: NodeView) -> NodeView:
 
 
 class Ledger:
-    """Free accelerators per open node, consumed as nodes are admitted within one pass."""
+    """Free accelerators per open node, consumed as nodes are admitted within one pass.
+
+    Each resource keeps the open nodes that still have some of it (``holders``), so a
+    pod is matched against the nodes that could take it, not the whole cluster.
+    """
 
     def __init__(self, room: Room, closed: Set[str], reopened: Set[str] = frozenset()) -> None:
         """``closed``: nodes no pod may go to; ``reopened``: nodes this pass releases."""
@@ -88,13 +94,18 @@ class Ledger:
         }
         self.free: dict[str, dict[str, int]] = {}
         self.placed: dict[str, list[PodView]] = {}  # node → pods this pass sends there
-        for name, node in self.nodes.items():
+        # resource → the open nodes with some of it free, in name order (a dict: O(1) removal)
+        self.holders: dict[str, dict[str, None]] = {}
+        for name in sorted(self.nodes):
             used = room.used.get(name, {})
             self.free[name] = {
                 r: n - used.get(r, 0)
-                for r, n in node.allocatable.items()
+                for r, n in self.nodes[name].allocatable.items()
                 if r.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES)
             }
+            for r, n in self.free[name].items():
+                if n > 0:
+                    self.holders.setdefault(r, {})[name] = None
 
     def fit(self, leaving: str, pods: Sequence[PodView]) -> str:
         """Place ``pods`` as ``leaving`` goes: ``""`` (and the room taken), or why they cannot.
@@ -103,44 +114,75 @@ class Ledger:
         Nothing is taken when some pod has nowhere to go, so the next candidate is
         judged on the room as it was.
         """
-        free = {n: dict(f) for n, f in self.free.items() if n != leaving}
-        placed = {n: list(p) for n, p in self.placed.items() if n != leaving}
-        stranded = self._place(free, placed, [*pods, *self.placed.get(leaving, ())])
+        moves, stranded, taken = self._place(leaving, [*pods, *self.placed.get(leaving, ())])
         if stranded:
-            return shortfall(stranded, [(self.nodes[n], f) for n, f in free.items()])
-        self.free, self.placed = free, placed
+            return shortfall(stranded, self._left(leaving, stranded, taken))
+        self._commit(leaving, moves, taken)
         return ""
 
     def settle(self, leaving: str, pods: Sequence[PodView]) -> None:
         """A node already draining: its pods take what room they find, first."""
-        self.free = {n: f for n, f in self.free.items() if n != leaving}
-        self._place(self.free, self.placed, pods)
+        moves, _, taken = self._place(leaving, pods)
+        self._commit(leaving, moves, taken)
 
-    def _place(
-        self,
-        free: dict[str, dict[str, int]],
-        placed: dict[str, list[PodView]],
-        pods: Sequence[PodView],
-    ) -> list[PodView]:
-        """First-fit decreasing, nodes by name; the pods that found no node."""
+    def _place(self, leaving: str, pods: Sequence[PodView]) -> tuple[Moves, list[PodView], Taken]:
+        """First-fit decreasing, nodes by name: (moves, pods with no node, room they take)."""
         movers = sorted(
             (p for p in pods if p.requests),
             key=lambda p: (-sum(p.requests.values()), p.namespace, p.name),
         )
-        stranded = []
+        moves: Moves = []
+        stranded: list[PodView] = []
+        taken: Taken = {}
         for pod in movers:
-            spot = next((n for n in sorted(free) if _fits(self.nodes[n], free[n], pod)), None)
+            scarcest = min(pod.requests, key=lambda r: len(self.holders.get(r, ())))
+            spot = next(
+                (
+                    n
+                    for n in self.holders.get(scarcest, ())
+                    if n != leaving and self._fits(n, taken.get(n, {}), pod)
+                ),
+                None,
+            )
             if spot is None:
                 stranded.append(pod)
                 continue
-            for r, n in pod.requests.items():
-                free[spot][r] -= n
-            placed.setdefault(spot, []).append(pod)
-        return stranded
+            took = taken.setdefault(spot, {})
+            for r, k in pod.requests.items():
+                took[r] = took.get(r, 0) + k
+            moves.append((spot, pod))
+        return moves, stranded, taken
 
+    def _fits(self, name: str, taken: Mapping[str, int], pod: PodView) -> bool:
+        free = self.free[name]
+        enough = all(free.get(r, 0) - taken.get(r, 0) >= k for r, k in pod.requests.items())
+        return enough and accepts(self.nodes[name], pod)
 
-def _fits(node: NodeView, free: Mapping[str, int], pod: PodView) -> bool:
-    return accepts(node, pod) and all(free.get(r, 0) >= n for r, n in pod.requests.items())
+    def _commit(self, leaving: str, moves: Moves, taken: Taken) -> None:
+        self.free.pop(leaving, None)
+        self.placed.pop(leaving, None)
+        for name, took in taken.items():
+            for r, k in took.items():
+                self.free[name][r] -= k
+        for name, pod in moves:
+            self.placed.setdefault(name, []).append(pod)
+        for names in self.holders.values():
+            names.pop(leaving, None)
+        for name, took in taken.items():
+            for r in took:
+                if self.free[name].get(r, 0) <= 0:
+                    self.holders.get(r, {}).pop(name, None)
+
+    def _left(
+        self, leaving: str, stranded: Sequence[PodView], taken: Taken
+    ) -> list[tuple[NodeView, dict[str, int]]]:
+        """The nodes that have some of what the stranded pods ask for, with what is left."""
+        names = {n for p in stranded for r in p.requests for n in self.holders.get(r, ())}
+        out = []
+        for n in sorted(names - {leaving}):
+            took = taken.get(n, {})
+            out.append((self.nodes[n], {r: f - took.get(r, 0) for r, f in self.free[n].items()}))
+        return out
 
 
 def shortfall(
