@@ -56,21 +56,21 @@ def reconcile(ctx: Context, name: str) -> Result:
             return stall(ctx, PLURAL, obj, "InvalidSpec", spec_error(err))
         where = _agent_configmap(ctx, spec)
         with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
-            nodes = pool.submit(ctx.kube.list, "/api/v1/nodes")
+            listed = pool.submit(ctx.kube.list, "/api/v1/nodes")
             sharing = pool.submit(_sharing, ctx)
             configs = pool.submit(ctx.kube.get_or_none, where.path)
             others = pool.submit(_other_pools, ctx, name)
-            seen = cluster.observe_pool(
-                name, spec, nodes.result(), sharing.result(), others.result()
-            )
+            nodes = listed.result()
+            seen = cluster.observe_pool(name, spec, nodes, sharing.result(), others.result())
         desired, involved = seen.desired, list(seen.involved)
         _ensure_configs(ctx, where, name, spec, seen, configs.result())
         pods = driver.pods_for(ctx, involved, desired)
         pdbs = driver.pdbs(ctx) if pods else []
         approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
         policy = pool_claims.policy(name, seen.claims, spec.rollout)
+        room = driver.room(ctx, nodes, involved, desired)
         plan = rollout.plan(
-            seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved
+            seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room
         )
         applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
         evictions.announce_held(ctx, ref_of(obj), plan.nodes)
@@ -78,7 +78,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         _status(ctx, obj, plan, seen.targets, verdict)
         driver.export_phases(KIND, name, plan)
         metrics.RECONCILES.labels(KIND, verdict.state).inc()
-        return Result(plan.requeue_after)
+        return Result(plan.requeue_after, starved=bool(plan.short_of_room))
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -248,7 +248,8 @@ def _status(
         "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
     }
     if write_status(ctx, PLURAL, obj, status) and verdict.state != "ready":
-        warning = verdict.state == "stalled"
+        # no room for a drain's pods holds the rollout until someone adds some: a Warning
+        warning = verdict.state == "stalled" or verdict.reason == rollout.capacity.REASON
         ctx.events.post(
             ref_of(obj),
             verdict.reason,

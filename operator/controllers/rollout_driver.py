@@ -76,6 +76,31 @@ def pods_for(
     return pods_on(ctx, reads.fresh, reads.ranked)
 
 
+def room(
+    ctx: Context,
+    nodes: Iterable[Obj],
+    pool: Sequence[rollout.NodeView],
+    desired: Mapping[str, rollout.DesiredNode],
+) -> rollout.Room | None:
+    """Every node and the accelerators its pods hold, for the check before a cordon.
+
+    Read only while a node of the pool waits for its turn (a converged pool
+    reads nothing more); from the pod index when ``tessera run`` keeps one, else
+    one list of every bound pod. The nodes as they advertise themselves (their
+    sharing config included): that is what the pods request.
+    """
+    if not cluster.pod_reads(pool, desired).ranked:
+        return None
+    views = [node_view(n) for n in nodes]
+    cached = ctx.pod_index.get([v.name for v in views]) if ctx.pod_index is not None else None
+    if cached is not None:
+        bound = [p for pods in cached.values() for p in pods]
+    else:
+        raw = ctx.kube.list("/api/v1/pods", field_selector="spec.nodeName!=")
+        bound = [pod_view(p) for p in raw]
+    return rollout.room(views, bound)
+
+
 def pdbs(ctx: Context) -> list[rollout.PdbView]:
     return [pdb_view(p) for p in ctx.kube.list("/apis/policy/v1/poddisruptionbudgets")]
 

@@ -55,6 +55,8 @@ class Result:
     """When to look again (None: at the next resync or trigger)."""
 
     requeue_after: float | None = None
+    starved: bool = False
+    """A node waits for room for its drain's pods: wake the object on any node or pod change."""
 
 
 @dataclass

@@ -66,6 +66,7 @@ def run(
         rollout_driver.pdbs(ctx),
         ctx.clock(),
         approved,
+        rollout_driver.room(ctx, nodes.values(), seen, desired),
     )
     applied = rollout_driver.apply(ctx, ref_of(obj), decided.stages, all_views)
     evictions.announce_held(ctx, ref_of(obj), decided.nodes)

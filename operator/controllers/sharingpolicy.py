@@ -56,7 +56,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
         wrote = _status(ctx, obj, summary, verdict)
         if wrote and verdict.state != "ready":
-            warn = verdict.state == "stalled"
+            warn = verdict.state == "stalled" or verdict.reason == rollout.capacity.REASON
             kind: EventType = "Warning" if warn else "Normal"
             ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), kind)
         actions = len(rolled.actions) if rolled is not None else 0
@@ -71,7 +71,8 @@ def reconcile(ctx: Context, name: str) -> Result:
         rollout_driver.export_phases(KIND, name, rolled)
         metrics.RECONCILES.labels(KIND, verdict.state).inc()
     busy = rolled is not None and rolled.requeue_after is not None
-    return Result(ROLLING_REQUEUE if busy else None)
+    starved = rolled is not None and bool(rolled.short_of_room)
+    return Result(ROLLING_REQUEUE if busy else None, starved=starved)
 
 
 def finalize(ctx: Context, name: str) -> bool:

@@ -90,7 +90,41 @@ def pod_view(pod: Raw) -> rollout.PodView:
         else None,
         phase=status.get("phase", "Pending"),
         uid=meta.get("uid", ""),
+        requests=accelerator_requests(spec),
+        node_selector=spec.get("nodeSelector") or {},
+        tolerations=tuple(
+            rollout.Toleration(
+                t.get("key", ""),
+                t.get("operator", "Equal"),
+                t.get("value", ""),
+                t.get("effect", ""),
+            )
+            for t in spec.get("tolerations") or []
+        ),
     )
+
+
+def accelerator_requests(spec: Raw) -> dict[str, int]:
+    """What the scheduler reserves for the pod, accelerators only: the larger of the containers'
+    sum and any one init container; an extended resource's request is its limit when unset."""
+
+    def of(container: Raw) -> dict[str, int]:
+        resources = container.get("resources") or {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        return {
+            r: int(v)
+            for r, v in asked.items()
+            if r.startswith(c.ACCELERATOR_RESOURCE_PREFIXES) and str(v).isdigit()
+        }
+
+    total: dict[str, int] = {}
+    for container in spec.get("containers") or []:
+        for r, n in of(container).items():
+            total[r] = total.get(r, 0) + n
+    for container in spec.get("initContainers") or []:
+        for r, n in of(container).items():
+            total[r] = max(total.get(r, 0), n)
+    return {r: n for r, n in total.items() if n > 0}
 
 
 def pdb_view(pdb: Raw) -> rollout.PdbView:

@@ -93,7 +93,8 @@ def _pool(
     pdbs = [observe.pdb_view(p) for p in after.pdbs] if pods else []
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     policy = pool_claims.policy(name, seen.claims, spec.rollout)
-    plan = rollout.plan(seen.owner, policy, desired, involved, pods, pdbs, now, approved)
+    room = rollout.room(map(observe.node_view, after.nodes), map(observe.pod_view, after.pods))
+    plan = rollout.plan(seen.owner, policy, desired, involved, pods, pdbs, now, approved, room)
     configs = current_configs(before, spec, loc)
     label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
     by_node: dict[str, list[rollout.PodView]] = {}
@@ -125,6 +126,11 @@ def _pool(
         for r, n in target.capacity.items():
             after_cap[r] = after_cap.get(r, 0) + n
     problems = tuple(f"{p.node}: {p.message}" for p in plan.problems)
+    # Pods with nowhere to run hold the rollout back, as the operator would: said as a warning
+    # line, but the manifests stay valid and still change the cluster, so the exit stays 2
+    # ("changes"), not 1; 1 is for what cannot be applied (a conflict, a bad manifest).
+    if plan.short_of_room:
+        problems = (f"{rollout.capacity.REASON}: {plan.short_of_room}", *problems)
     return ObjectPreview(
         kind=KIND,
         name=name,

@@ -130,7 +130,8 @@ def _policy(
         ]
         pdbs = [observe.pdb_view(p) for p in after.pdbs]
         owner = rollout_targets.owner_id(name)
-        rolled = rollout.plan(owner, spec.rollout, desired, views, pods, pdbs, now, approved)
+        room = rollout.room(map(observe.node_view, after.nodes), map(observe.pod_view, after.pods))
+        rolled = rollout.plan(owner, spec.rollout, desired, views, pods, pdbs, now, approved, room)
         for node in disruptive:
             chosen = selection.selected([p for p in pods if p.node == node], spec.rollout.drain)
             evicts[node] = tuple(p.ref for p in chosen)
@@ -147,6 +148,8 @@ def _policy(
     )
     problems = [str(e) for e in (*result.errors, *result.node_errors)]
     problems += [conflict.message for conflict in plan.assignment.conflicts_of(name)]
+    if rolled is not None and rolled.short_of_room:  # a warning on the pace: exit stays 2
+        problems.append(f"{rollout.capacity.REASON}: {rolled.short_of_room}")
     pool = spec.pool_ref.name if spec.pool_ref is not None else None
     if pool is not None and pool not in after.of_kind("NodePoolGeometry"):  # as the controller
         problems.append(f"spec.poolRef: NodePoolGeometry {pool} does not exist (PoolNotFound)")

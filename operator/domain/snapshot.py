@@ -10,8 +10,8 @@ plan from the live cluster:
 
 * Pod: name, namespace, uid, labels, owner references, deletionTimestamp, the
   mirror-pod annotation only; node, per container its name and resource
-  requests and limits, the emptyDir volumes (drain refuses to lose them);
-  phase.
+  requests and limits, the emptyDir volumes (drain refuses to lose them),
+  nodeSelector and tolerations (where an evicted pod may go); phase.
 * Node: name, labels, annotations; unschedulable, taints; allocatable,
   capacity, condition types and statuses.
 * PodDisruptionBudget: name, namespace, generation; selector, minAvailable,
@@ -54,6 +54,8 @@ KEEP: Mapping[str, Tree] = {
             "containers": _RESOURCES,
             "initContainers": _RESOURCES,
             "volumes": {"name": ALL, "emptyDir": ALL},
+            "nodeSelector": ALL,  # where an evicted pod may go (the capacity check)
+            "tolerations": ALL,
         },
         "status": {"phase": ALL},
     },

@@ -27,6 +27,16 @@ class Wakeups:
 
     def __init__(self) -> None:
         self._events: dict[tuple[str, str], asyncio.Event] = {}
+        self._starved: set[tuple[str, str]] = set()
+
+    def starve(self, plural: str, name: str, starved: bool) -> None:
+        """Whether the object waits for room anywhere in the cluster (its last pass said so)."""
+        (self._starved.add if starved else self._starved.discard)((plural, name))
+
+    def wake_starved(self) -> None:
+        """Room may have appeared (a node came or changed, a pod went): wake who waits for it."""
+        for plural, name in list(self._starved):
+            self.wake(plural, name)
 
     def event(self, plural: str, name: str) -> asyncio.Event:
         return self._events.setdefault((plural, name), asyncio.Event())
@@ -44,6 +54,7 @@ class Wakeups:
 
     def forget(self, plural: str, name: str) -> None:
         self._events.pop((plural, name), None)
+        self._starved.discard((plural, name))
 
 
 def object_fingerprint(body: Mapping[str, Any]) -> tuple[object, ...]:
@@ -122,13 +133,16 @@ class NodeWakeups:
         for pool in reading | (before[1] if before else set()) | unknown:
             self.wakeups.wake(nodepoolgeometry.PLURAL, pool)
         self.wakeups.wake_all(sharingpolicy.PLURAL)
+        self.wakeups.wake_starved()
 
     def pods_changed(self, nodes: Iterable[str]) -> None:
         """Pods came or went on ``nodes``: wake whoever is rolling those nodes out, nobody else.
 
         A drain's last pod going away is what its node waits for; without this the
-        next step came only with the rollout's requeue (10 s) or the resync.
+        next step came only with the rollout's requeue (10 s) or the resync. A pod
+        going anywhere may also free the room a pool waits for: those pools wake too.
         """
+        self.wakeups.wake_starved()
         for node in nodes:
             owner = self.holders.get(node)
             if owner is None:

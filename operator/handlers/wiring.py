@@ -128,11 +128,7 @@ def _register_kind(
                     result = await asyncio.to_thread(
                         _guarded, lease, lambda: controller.reconcile(ctx, name)
                     )
-                    delay = (
-                        LEASE_RETRY_S
-                        if isinstance(result, Waiting)
-                        else result.requeue_after or ctx.settings.resync_seconds
-                    )
+                    delay = _after(ctx, wakeups, plural, name, result)
                 except ApiError as err:  # the message says it all: no stack for an answer
                     level = logging.WARNING if transient(err) else logging.ERROR
                     log.log(level, "%s/%s: reconcile failed: %s; retrying", plural, name, err)
@@ -172,6 +168,16 @@ def _register_kind(
             raise kopf.TemporaryError("backing out in-flight nodes", delay=2)
         for other in CONTROLLERS:  # e.g. another tenant may now own a namespace
             wakeups.wake_all(other.plural)
+
+
+def _after(
+    ctx: Context, wakeups: Wakeups, plural: str, name: str, result: Result | Waiting
+) -> float:
+    """Seconds until the next pass unless woken; an object waiting for room wakes on any change."""
+    if isinstance(result, Waiting):
+        return LEASE_RETRY_S
+    wakeups.starve(plural, name, result.starved)
+    return result.requeue_after or ctx.settings.resync_seconds
 
 
 @dataclass(frozen=True)

@@ -157,3 +157,15 @@ def test_a_pod_that_moves_names_both_nodes() -> None:
         "gpu-1",
         "gpu-2",
     }
+
+
+def test_a_pool_waiting_for_room_wakes_on_any_pod_or_node_change_until_it_stops_waiting() -> None:
+    wakeups, nodes = setup("a", "b")
+    wakeups.starve(NPG, "b", True)
+    nodes.pods_changed({"cpu-7"})  # a pod went from a node no rollout holds: room, maybe
+    assert woken(wakeups) == {"b"}
+    nodes.node_changed("gpu-1", node("a"))  # a node came or changed, in another pool
+    assert woken(wakeups) == {"a", "b", "sp/time-sliced"}
+    wakeups.starve(NPG, "b", False)
+    nodes.pods_changed({"cpu-7"})
+    assert woken(wakeups) == set()

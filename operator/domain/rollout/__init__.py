@@ -4,7 +4,8 @@ Public surface (import the modules, or these names):
 
 - ``planning.plan(pool, policy, desired, nodes, pods, pdbs, now, approved_hash) -> Plan``
 - ``backout.backout(pool, policy, nodes, now) -> Backout`` (deletion / finalizer)
-- ``views``: ``NodeView``, ``PodView``, ``PdbView``, ``DesiredNode``, ``Taint``
+- ``views``: ``NodeView``, ``PodView``, ``PdbView``, ``DesiredNode``, ``Taint``, ``Toleration``
+- ``capacity.room(nodes, pods) -> Room``: what ``plan(..., room=)`` checks a drain against
 - ``state``: ``NodeState``, ``Phase``, ``encode``, ``decode``, ``StateError``
 - ``actions``: the action dataclasses and ``describe``
 """
@@ -23,10 +24,11 @@ from .actions import (
     describe,
 )
 from .backout import Backout, backout
+from .capacity import Room, room
 from .planning import Plan, plan
 from .reporting import NodeReport
 from .state import NodeState, Phase, StateError, TargetSpec, decode, encode
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, Taint
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, Taint, Toleration
 
 __all__ = [
     "GEOMETRY_PENDING",
@@ -46,15 +48,18 @@ __all__ = [
     "Plan",
     "PodView",
     "RemoveTaint",
+    "Room",
     "SetNodeLabels",
     "SetNodeState",
     "StateError",
     "Taint",
     "TargetSpec",
+    "Toleration",
     "Uncordon",
     "backout",
     "decode",
     "describe",
     "encode",
     "plan",
+    "room",
 ]

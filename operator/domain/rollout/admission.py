@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 
 from . import actions as act
-from . import gates, selection, targets
+from . import capacity, gates, selection, targets
 from .machine import Context
 from .outcome import Outcome, Problem
 from .state import NodeState, Phase
@@ -100,6 +100,9 @@ def admit(
     """One Outcome per candidate: Cordoned for those admitted, Pending (with why) for the rest.
 
     ``freed``: nodes this pass releases before any admission runs; their slots are free.
+    A node whose evicted pods would find no room elsewhere (``capacity``) is not
+    started; the first such reason is returned as the pool's gate when no other
+    gate is closed, so the pool says ``InsufficientCapacity`` while nothing else moves.
     """
     if not candidates:
         return None, []
@@ -120,6 +123,8 @@ def admit(
             c[0].name,
         ),
     )
+    ledger = room_for(ctx, nodes, taken, freed)
+    starved: tuple[str, str] | None = None
     outcomes = []
     for node, d in order:
         chosen = pods[node.name]
@@ -131,6 +136,7 @@ def admit(
         }
         hard = [h for p in chosen if (h := selection.hard_blocker(p, ctx.policy.drain, ctx.pdbs))]
         wait = Outcome(node.name, Phase.PENDING, "", pods_left=len(chosen), blocking_pdbs=pdbs)
+        starts = (node.unschedulable and node.name in taken) or free > 0
         if hard:
             wait.why = f"not started, the drain could not finish: {'; '.join(hard)}"
             wait.problem = Problem("DrainBlocked", wait.why)
@@ -142,6 +148,9 @@ def admit(
             wait.why = (
                 f"already unschedulable; waiting for a disruption slot: {in_use(held, limit)}"
             )
+        elif (short := ledger.fit(node.name, chosen) if ledger and starts else "") != "":
+            wait.why = f"not started: {short}"
+            starved = starved or (capacity.REASON, short)
         elif node.unschedulable and node.name in taken:
             slot = "already unschedulable, takes no new slot and stays cordoned afterwards"
             outcomes.append(start(ctx, node, d, slot, wait))
@@ -156,7 +165,24 @@ def admit(
             taken[node.name] = held[node.name] = "being changed"
             continue
         outcomes.append(wait)
-    return closed, outcomes
+    return closed or starved, outcomes
+
+
+def room_for(
+    ctx: Context, nodes: Sequence[NodeView], taken: Mapping[str, str], freed: Set[str]
+) -> capacity.Ledger | None:
+    """The room outside this pool's disrupted nodes, after the pods of its draining nodes.
+
+    A node this pass releases (``freed``) counts as open unless it stays cordoned.
+    """
+    if ctx.room is None:
+        return None
+    reopened = {n.name for n in nodes if n.name in freed and n.state and not n.state.orig}
+    ledger = capacity.Ledger(ctx.room, set(taken), reopened)
+    for name, why in sorted(taken.items()):
+        if why == "being changed":
+            ledger.settle(name, selection.selected(ctx.pods.get(name, ()), ctx.policy.drain))
+    return ledger
 
 
 def start(ctx: Context, node: NodeView, d: DesiredNode, slot: str, wait: Outcome) -> Outcome:

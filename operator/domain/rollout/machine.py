@@ -22,6 +22,7 @@ from tessera.api.v1alpha1.common import RolloutSpec
 
 from . import actions as act
 from . import gates, selection, targets
+from .capacity import Room
 from .draining import drain_pass
 from .outcome import Outcome, Problem
 from .releasing import release
@@ -39,6 +40,8 @@ class Context:
     pods: Mapping[str, Sequence[PodView]]
     pdbs: Sequence[PdbView]
     pdb_budget: MutableMapping[str, int]
+    room: Room | None = None
+    """The cluster's accelerator room for the capacity check; None: not checked."""
 
     @property
     def drain_timeout(self) -> timedelta:

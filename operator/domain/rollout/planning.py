@@ -29,7 +29,7 @@ from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, Ro
 from tessera.domain.conditions import Verdict
 
 from . import actions as act
-from . import admission, reporting, selection, targets
+from . import admission, capacity, reporting, selection, targets
 from .draining import Held
 from .machine import Context, step, untouched
 from .outcome import Outcome
@@ -56,6 +56,8 @@ class Plan:
     nodes: tuple[NodeReport, ...]
     requeue_after: float | None
     """Seconds until the controller should look again, ``None`` once converged."""
+    short_of_room: str = ""
+    """Why a node that could start waits: its pods would have nowhere to run (``capacity``)."""
 
     @property
     def actions(self) -> Stage:
@@ -115,17 +117,21 @@ def plan(
     pdbs: Sequence[PdbView],
     now: datetime,
     approved_hash: str | None = None,
+    room: capacity.Room | None = None,
 ) -> Plan:
     """Decide this pass. ``pool`` is the owner id written on nodes (``NodePoolGeometry/x``).
 
     ``nodes`` must include every node of the pool *and* every node that still
     carries this owner's state or Tessera's taint (a node that left the pool is
-    released). ``desired`` maps pool node names to their target.
+    released). ``desired`` maps pool node names to their target. ``room``: every
+    node of the cluster and its pods' accelerator requests, for the check that a
+    drain's pods have somewhere to go (``capacity``); without it nothing is checked.
     """
     by_node: dict[str, list[PodView]] = defaultdict(list)
     for pod in pods:
         by_node[pod.node].append(pod)
-    ctx = Context(pool, policy, now, by_node, pdbs, {p.ref: p.disruptions_allowed for p in pdbs})
+    budget = {p.ref: p.disruptions_allowed for p in pdbs}
+    ctx = Context(pool, policy, now, by_node, pdbs, budget, room)
     acc = _Pass()
     for node in sorted(nodes, key=lambda n: n.name):
         visit(ctx, acc, node, desired.get(node.name))
@@ -159,6 +165,7 @@ def plan(
         verdict=reporting.verdict(acc.reports, problems, gate),
         nodes=tuple(acc.reports),
         requeue_after=requeue,
+        short_of_room=gate[1] if gate and gate[0] == capacity.REASON else "",
     )
 
 

@@ -87,6 +87,23 @@ class NodeView:
 
 
 @dataclass(frozen=True)
+class Toleration:
+    """One of a pod's tolerations (core/v1 semantics; an empty key with Exists tolerates all)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        return self.key == taint.key and (self.operator == "Exists" or self.value == taint.value)
+
+
+@dataclass(frozen=True)
 class PodView:
     namespace: str
     name: str
@@ -99,6 +116,10 @@ class PodView:
     deletion_timestamp: datetime | None = None
     phase: PodPhase = "Running"
     uid: str = ""
+    requests: Mapping[str, int] = field(default_factory=dict)
+    """Accelerator resources the pod holds on its node (the scheduler's effective request)."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
 
     @property
     def key(self) -> str:

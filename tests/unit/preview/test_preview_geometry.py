@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from preview_builders import (
     LAYOUT_A,
     LAYOUT_B,
@@ -117,3 +119,34 @@ def test_ranges_compress_device_lists() -> None:
     from tessera.domain.preview_geometry import ranges
 
     assert ranges([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
+
+
+def mig_pod(name: str, node: str, n: int) -> dict[str, object]:
+    raw = pod(name, node, app="serving")
+    raw["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": str(n)}}
+    return raw
+
+
+def ready(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes as KWOK (a kubelet) reports them: Ready."""
+    for node in nodes:
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return nodes
+
+
+def test_pods_with_nowhere_to_run_are_a_warning_line_and_the_plan_still_changes() -> None:
+    old = npg("inf", LAYOUT_A)  # 16 x 1g.10gb per node
+    nodes, cm = converged(ready(gpu_nodes("inf", 2)), old)
+    pods = [mig_pod(f"{n}-{i}", n, 8) for n in ("inf-0", "inf-1") for i in (0, 1)]
+    result = preview.preview(world(*nodes, cm, old, *pods), [npg("inf", LAYOUT_B)], T0)
+    line = (
+        "InsufficientCapacity: 2 pod(s) would have nowhere to run: "
+        "nvidia.com/mig-1g.10gb short by 16 (ml/inf-0-0, ml/inf-0-1)"
+    )
+    assert _one(result).problems[0] == line
+    assert f"  ! {line}" in preview_text.render(result)
+    assert result.changed and not result.conflicts  # exit 2: a warning on the pace, not an error
+
+    spare, _ = converged(ready(gpu_nodes("spare", 1)), npg("spare", LAYOUT_A))
+    roomy = preview.preview(world(*nodes, *spare, cm, old, *pods), [npg("inf", LAYOUT_B)], T0)
+    assert not any("InsufficientCapacity" in p for p in _one(roomy).problems)

@@ -123,3 +123,19 @@ def test_tenant_quota_change_lists_its_resourcequota_writes() -> None:
     assert obj.writes and obj.writes[0].startswith("create ResourceQuota t-1/tessera-t")
     assert "requests.nvidia.com/gpu=2" in obj.writes[0]
     assert result.changed
+
+
+def test_a_backend_switch_with_nowhere_for_the_pods_to_go_is_a_warning_line() -> None:
+    timeslice = _sp("nb", "nb", "TimeSlicing", timeSlicing={"replicas": 2})  # 8 GPUs a node
+    full = [pod(f"nb-{i}", "nb-1") for i in range(8)]
+    fresh = [*_whole_gpu_nodes("nb", 2), namespace("ml"), pod("nb-job", "nb-0"), *full]
+    items = sharing_applied(fresh, timeslice)
+    for item in items:
+        if item["kind"] == "Node":  # as KWOK reports them
+            item["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    result = preview.preview(world(*items), [_sp("nb", "nb", "MPS", mps={"replicas": 4})], T0)
+    [obj] = result.objects
+    line = "InsufficientCapacity: 1 pod(s) would have nowhere to run: nvidia.com/gpu short by 1"
+    assert f"{line} (ml/nb-job)" in obj.problems
+    assert f"  ! {line}" in preview_text.render(result)
+    assert result.changed and not result.conflicts  # exit 2: a warning on the pace
