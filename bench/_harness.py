@@ -1,5 +1,12 @@
 """What every cluster benchmark needs: a control plane, nodes, the operator, and honest meters.
 
+The control plane runs real scheduling (:mod:`devcluster.scheduling`): kube-controller-manager
+with all its controllers, kube-scheduler and KWOK. Nodes are KWOK's (annotation
+``kwok.x-k8s.io/node: fake``: KWOK makes them Ready and renews their Leases) with the labels
+and allocatable of simulated GPU nodes; workload pods come from Deployments without
+``nodeName``, placed by kube-scheduler and run by KWOK (:mod:`bench._workloads`).
+``TESSERA_BENCH_SCALE`` (default 1) scales every cluster bench's node and pod counts.
+
 Figures come from outside the operator: writes are counted from the API
 server's watch streams (each write of an object is one watch event), CPU
 seconds and resident memory from ``/proc/<pid>``. The operator runs as a real
@@ -26,16 +33,38 @@ from typing import Any
 
 from devcluster import fleet, identity
 from devcluster.controlplane import ControlPlane, find_binaries
+from devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
 from tessera.adapters.kube import ApiError, Kube, path_of
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SCALE = float(os.environ.get("TESSERA_BENCH_SCALE", "1"))
+# 10,000 KWOK nodes renewing a 40 s Lease every 10 s would write 1,000 times a second: the
+# Leases last 20 min here (one renewal per node per 5 min), node status heartbeats come every
+# 2 h (Leases make them unnecessary), and kube-controller-manager waits as long before it
+# calls a node NotReady. Its and kube-scheduler's clients are not throttled (kwokctl's
+# --disable-qps-limits does the same), or 50,000 pods would take ~40 min to create.
+LEASE_SECONDS = 1200
+
+
+def scaled(count: int) -> int:
+    return max(1, round(count * SCALE))
+
+
+def scheduling() -> Scheduling:
+    return Scheduling(
+        find_kwok(),
+        lease_seconds=LEASE_SECONDS,
+        node_heartbeat_ms=2 * 3600 * 1000,
+        node_monitor_grace_seconds=LEASE_SECONDS,
+        api_qps=5000,
+    )
 
 
 @contextlib.contextmanager
 def control_plane() -> Iterator[tuple[ControlPlane, Kube]]:
     """A fresh control plane with Tessera's CRDs; everything stops on the way out."""
-    plane = ControlPlane(find_binaries()).start()
+    plane = ControlPlane(find_binaries(), scheduling=scheduling()).start()
     kube = Kube.from_kubeconfig(str(plane.kubeconfig))
     try:
         kubectl = [str(plane.kubectl), f"--kubeconfig={plane.kubeconfig}"]
@@ -59,8 +88,40 @@ def parallel(kube: Kube, work: Callable[[Kube, Any], object], items: Iterable[An
             pass
 
 
-def create_nodes(kube: Kube, specs: list[fleet.NodeSpec]) -> None:
-    parallel(kube, lambda k, spec: fleet.create_nodes(k, [spec]), specs)
+def create_nodes(kube: Kube, specs: list[fleet.NodeSpec], timeout: float = 900) -> float:
+    """KWOK nodes with the labels and devices of ``specs``; the seconds until all are Ready."""
+    start = time.monotonic()
+    parallel(kube, _kwok_node, specs)
+    names = {s.name for s in specs}
+
+    def all_ready() -> bool:
+        ready = {
+            n["metadata"]["name"]
+            for page in kube.pages("/api/v1/nodes")
+            for n in page.get("items", [])
+            if any(
+                x["type"] == "Ready" and x["status"] == "True"
+                for x in (n.get("status") or {}).get("conditions") or []
+            )
+        }
+        return names <= ready
+
+    wait_until(all_ready, timeout, f"{len(specs):,} KWOK nodes Ready", interval=2.0)
+    return time.monotonic() - start
+
+
+def _kwok_node(kube: Kube, spec: fleet.NodeSpec) -> None:
+    """The node a device plugin and GFD would have dressed: labels from ``fleet``, KWOK's
+    annotation, allocatable by a status patch (KWOK keeps it and adds the conditions)."""
+    manifest = fleet.node_manifest(spec)
+    meta = manifest["metadata"]
+    assert isinstance(meta, dict)
+    meta["annotations"] = {KWOK_ANNOTATION: "fake"}
+    kube.create("/api/v1/nodes", {"metadata": meta, "spec": manifest["spec"]})
+    status = manifest["status"]
+    assert isinstance(status, dict)
+    body = {"status": {"allocatable": status["allocatable"], "capacity": status["capacity"]}}
+    kube.patch(node_path(spec.name) + "/status", body)
 
 
 @dataclass
@@ -139,9 +200,11 @@ class WriteMeter:
     def __init__(self, kube: Kube, paths: Iterable[str]) -> None:
         self.kube = kube
         self.by_object: Counter[tuple[str, str]] = Counter()
+        self.by_writer: Counter[tuple[str, str]] = Counter()  # (path, field manager)
         self.seen: list[tuple[float, str, dict[str, Any]]] = []
         self.stopped = threading.Event()
-        self.on_event: Callable[[str, dict[str, Any]], None] = lambda path, obj: None
+        # (path, ADDED/MODIFIED/DELETED, object): what the benches' outside observers watch
+        self.on_event: Callable[[str, str, dict[str, Any]], None] = lambda path, kind, obj: None
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._watch, args=(p,), daemon=True) for p in paths
@@ -160,6 +223,7 @@ class WriteMeter:
     def reset(self) -> None:
         with self._lock:
             self.by_object.clear()
+            self.by_writer.clear()
 
     @property
     def total(self) -> int:
@@ -171,16 +235,22 @@ class WriteMeter:
             out[path] += count
         return dict(out)
 
+    def _now(self, path: str) -> str:
+        """The current resourceVersion of ``path``, from a one-item page (50,000 pods are not
+        listed to start a watch)."""
+        page = next(self.kube.pages(path, page_size=1))
+        return str(page["metadata"]["resourceVersion"])
+
     def _watch(self, path: str) -> None:
-        _, version = self.kube.list_with_version(path)
+        version = self._now(path)
         self._ready.wait(60)
         while not self.stopped.is_set():
             try:
                 for kind, obj in self.kube.watch(
                     path, resource_version=version, timeout_seconds=30
                 ):
-                    if kind == "ERROR":  # expired: start again from a fresh list
-                        _, version = self.kube.list_with_version(path)
+                    if kind == "ERROR":  # expired: start again from now
+                        version = self._now(path)
                         break
                     if kind == "BOOKMARK":
                         version = obj["metadata"]["resourceVersion"]
@@ -188,21 +258,34 @@ class WriteMeter:
                     version = obj["metadata"]["resourceVersion"]
                     with self._lock:
                         self.by_object[(path, obj["metadata"]["name"])] += 1
-                    self.on_event(path, obj)
+                        self.by_writer[(path, writer(obj))] += 1
+                    self.on_event(path, kind, obj)
             except ApiError:
                 if self.stopped.is_set():
                     return  # the control plane is going away
                 with contextlib.suppress(ApiError):
-                    _, version = self.kube.list_with_version(path)
+                    version = self._now(path)
 
 
-def wait_until(probe: Callable[[], bool], timeout: float, what: str) -> float:
+def writer(obj: dict[str, Any]) -> str:
+    """Who wrote this version: the field manager of the newest managedFields entry (ties: the
+    last listed), to say who made writes that should not be there."""
+    entries = obj["metadata"].get("managedFields") or []
+    if not entries:
+        return "?"
+    newest = max(range(len(entries)), key=lambda i: (entries[i].get("time") or "", i))
+    return str(entries[newest].get("manager", "?"))
+
+
+def wait_until(
+    probe: Callable[[], bool], timeout: float, what: str, interval: float = 0.05
+) -> float:
     """Poll ``probe``; return the seconds it took, or fail naming ``what``."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         if probe():
             return time.monotonic() - start
-        time.sleep(0.05)
+        time.sleep(interval)
     raise TimeoutError(f"{what} not reached in {timeout:.0f} s")
 
 

@@ -1,7 +1,7 @@
-"""A MIG rollout of 100 nodes with maxUnavailable 10 against the ideal of ceil(100/10) waves.
+"""A MIG rollout of 1,000 KWOK nodes with maxUnavailable 10 % against the ideal waves.
 
 Each simulated MIG manager takes a fixed ``RECONFIGURE_S`` to repartition its
-node, so no rollout can beat ceil(100 / 10) x RECONFIGURE_S: ten nodes at a
+node, so no rollout can beat ceil(1,000 / 100) x RECONFIGURE_S: a hundred nodes at a
 time, each busy for exactly that long. What the operator adds on top (noticing
 a finished node, cordoning the next one, writing labels and state, verifying,
 uncordoning) is the overhead this measures. The pool starts unpartitioned, so
@@ -18,15 +18,25 @@ from typing import Any
 from devcluster import fleet, gpunode
 from tessera.api import constants as c
 
-from ._harness import Operator, Row, WriteMeter, control_plane, create_nodes, table, wait_until
+from ._harness import (
+    Operator,
+    Row,
+    WriteMeter,
+    control_plane,
+    create_nodes,
+    scaled,
+    table,
+    wait_until,
+)
 
-NODES = 100
-MAX_UNAVAILABLE = 10
-RECONFIGURE_S = 5.0
+NODES = scaled(1_000)
+PERCENT = 10
+MAX_UNAVAILABLE = max(1, NODES * PERCENT // 100)  # a percentage rounds down, never below 1
+RECONFIGURE_S = 20.0
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 
 
-def pool(name: str, selector: str, max_unavailable: int) -> dict[str, Any]:
+def pool(name: str, selector: str, max_unavailable: int | str) -> dict[str, Any]:
     return {
         "apiVersion": "tessera.io/v1alpha1",
         "kind": "NodePoolGeometry",
@@ -61,7 +71,7 @@ def main() -> None:
         cordoned: dict[str, bool] = {}
         worst = 0
 
-        def saw(path: str, obj: dict[str, Any]) -> None:
+        def saw(path: str, kind: str, obj: dict[str, Any]) -> None:
             nonlocal worst
             if path == "/api/v1/nodes":
                 cordoned[obj["metadata"]["name"]] = bool(obj["spec"].get("unschedulable"))
@@ -74,8 +84,8 @@ def main() -> None:
                 meter.on_event = saw
                 meter.reset()
                 start = time.monotonic()
-                kube.create(NPG, pool("roll", "roll", MAX_UNAVAILABLE))
-                wait_until(lambda: ready(kube.get(f"{NPG}/roll")), 600, "rollout Ready")
+                kube.create(NPG, pool("roll", "roll", f"{PERCENT}%"))
+                wait_until(lambda: ready(kube.get(f"{NPG}/roll")), 3600, "rollout Ready")
                 took = time.monotonic() - start
                 writes = meter.total
             updated = kube.get(f"{NPG}/roll")["status"]["nodes"]["updated"]
@@ -87,7 +97,8 @@ def main() -> None:
     waves = math.ceil(NODES / MAX_UNAVAILABLE)
     ideal = waves * RECONFIGURE_S
     print(
-        f"{NODES} H100 nodes, maxUnavailable {MAX_UNAVAILABLE}, simulated reconfiguration "
+        f"{NODES:,} KWOK H100 nodes, maxUnavailable {PERCENT}% ({MAX_UNAVAILABLE}), "
+        f"simulated reconfiguration "
         f"{RECONFIGURE_S:.0f} s per node; {updated} updated; tracebacks or refused calls: {problems}"
     )
     rows = [

@@ -1,16 +1,18 @@
-"""The operator at cluster size: a label-only change over 1,000 nodes, idle cost, memory.
+"""The operator at cluster size: 10,000 KWOK nodes and 50,000 pods (``TESSERA_BENCH_SCALE``).
 
-One control plane, one ``tessera run`` process, measured side by side:
+One control plane with real scheduling, one ``tessera run`` process, measured side by side:
 
-1. the raw write floor: 1,000 node label patches sent one after another by a
-   plain client (the operator also writes one request at a time);
-2. a SharingPolicy created over the same 1,000 nodes (TimeSlicing: a label on
-   each node, no disruption), timed from the create until the API server has
-   streamed the label on every node; writes counted from the node watch;
-3. the converged cluster left alone for 2 minutes (two resync periods):
-   writes on every watched resource and the operator's CPU seconds;
-4. 1,000 more nodes and 20,000 pods: the operator's resident memory once it
-   has listed and watched them.
+0. the cluster: KWOK nodes with 8 H100s each, then Deployments of 100 replicas of a one-GPU
+   pod spread over 50 namespaces, placed by kube-scheduler and run by KWOK (timed: setup);
+1. the raw write floor: one label patch per node sent one after another by a plain
+   client (the operator also writes one request at a time);
+2. a SharingPolicy created over the same nodes (TimeSlicing: a label on each node, no
+   disruption), timed from the create until the API server has streamed the label on every
+   node; writes counted from the node watch;
+3. the converged cluster left alone for 2 minutes (two resync periods): writes on every
+   watched resource, pods included, and the operator's CPU seconds;
+4. the operator's resident memory (peak) once it has listed and watched all of it.
+
 """
 
 from __future__ import annotations
@@ -21,24 +23,29 @@ import time
 from typing import Any
 
 from devcluster import fleet
-from tessera.adapters.kube import Kube, path_of
+from tessera.adapters.kube import Kube
 from tessera.api import constants as c
 
+from . import _workloads
 from ._harness import (
+    SCALE,
     Operator,
     Row,
     WriteMeter,
     control_plane,
     create_nodes,
-    parallel,
+    scaled,
     table,
     wait_until,
 )
 
-NODES = 1_000
-MORE_NODES = 1_000
-PODS = 20_000
-NAMESPACES = 20
+GPU = {"nvidia.com/gpu": "1"}
+
+NODES = scaled(10_000)
+REPLICAS = 100  # per Deployment
+DEPLOYMENTS = max(1, round(scaled(50_000) / REPLICAS))
+PODS = DEPLOYMENTS * REPLICAS
+NAMESPACES = min(50, DEPLOYMENTS)
 IDLE_SECONDS = 120
 SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
 WATCHED = (
@@ -48,6 +55,7 @@ WATCHED = (
     SP,
     "/apis/tessera.io/v1alpha1/nodepoolgeometries",
     "/apis/tessera.io/v1alpha1/tenantquotas",
+    "/api/v1/pods",
 )
 
 
@@ -97,45 +105,28 @@ def quiet(meter: WriteMeter, operator: Operator, seconds: float = 5.0) -> None:
             return
 
 
-def pods(kube: Kube, nodes: list[str]) -> None:
-    namespaces = [f"bench-{i}" for i in range(NAMESPACES)]
-    for ns in namespaces:
-        kube.create("/api/v1/namespaces", {"metadata": {"name": ns}})
-    for ns in namespaces:
-        wait_until(
-            lambda ns=ns: (
-                kube.get_or_none(path_of("v1", "serviceaccounts", "default", ns)) is not None
-            ),
-            60,
-            f"default ServiceAccount in {ns}",
-        )
-
-    def create(client: Kube, i: int) -> None:
-        ns = namespaces[i % NAMESPACES]
-        body = {
-            "metadata": {"name": f"job-{i}", "labels": {"app": "bench"}},
-            "spec": {
-                "nodeName": nodes[i % len(nodes)],
-                "automountServiceAccountToken": False,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "cuda",
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                    }
-                ],
-            },
-        }
-        client.create(path_of("v1", "pods", namespace=ns), body)
-
-    parallel(kube, create, range(PODS))
+def workloads(kube: Kube) -> float:
+    """The Deployments, spread over the namespaces; the seconds until every replica is Ready."""
+    spaces = [f"bench-{i}" for i in range(NAMESPACES)]
+    _workloads.namespaces(kube, spaces)
+    start = time.monotonic()
+    _workloads.create(
+        kube,
+        [
+            (spaces[i % NAMESPACES], _workloads.deployment(f"serve-{i}", REPLICAS, GPU))
+            for i in range(DEPLOYMENTS)
+        ],
+    )
+    _workloads.all_ready(kube, 3600)
+    return time.monotonic() - start
 
 
 def main() -> None:
     rows: list[Row] = []
     with control_plane() as (plane, kube):
         names = [f"scale-{i}" for i in range(NODES)]
-        create_nodes(kube, fleet.pool("scale", "H100-80GB", NODES))
+        nodes_s = create_nodes(kube, fleet.pool("scale", "H100-80GB", NODES), timeout=3600)
+        pods_s = workloads(kube)
         operator = Operator(plane).start()
         try:
             with WriteMeter(kube, WATCHED) as meter:
@@ -148,13 +139,13 @@ def main() -> None:
                 meter.reset()
                 floor_s = raw_floor(str(plane.kubeconfig), names)
                 wait_until(
-                    lambda: meter.per_resource().get("/api/v1/nodes", 0) >= NODES, 60, "floor"
+                    lambda: meter.per_resource().get("/api/v1/nodes", 0) >= NODES, 600, "floor"
                 )
                 quiet(meter, operator)
 
                 labelled: set[str] = set()
 
-                def saw(path: str, obj: dict[str, Any]) -> None:
+                def saw(path: str, kind: str, obj: dict[str, Any]) -> None:
                     labels = obj["metadata"].get("labels") or {}
                     if path == "/api/v1/nodes" and labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL):
                         labelled.add(obj["metadata"]["name"])
@@ -163,7 +154,7 @@ def main() -> None:
                 meter.reset()
                 start = time.monotonic()
                 kube.create(SP, policy("scale", "scale"))
-                converge_s = wait_until(lambda: len(labelled) >= NODES, 300, "labels on every node")
+                wait_until(lambda: len(labelled) >= NODES, 1800, "labels on every node")
                 converge_s = time.monotonic() - start
                 quiet(meter, operator)
                 node_writes = meter.per_resource().get("/api/v1/nodes", 0)
@@ -174,10 +165,8 @@ def main() -> None:
                 time.sleep(IDLE_SECONDS)  # the measured window itself
                 idle_cpu = operator.cpu_seconds() - cpu0
                 idle_writes = meter.per_resource()
+                idle_writers = dict(meter.by_writer)
 
-            more = fleet.pool("extra", "H100-80GB", MORE_NODES)
-            create_nodes(kube, more)
-            pods(kube, names + [s.name for s in more])
             kube.patch(f"{SP}/scale", {"metadata": {"annotations": {"bench.tessera.io/poke": "1"}}})
             with WriteMeter(kube, ("/api/v1/nodes",)) as settle:
                 quiet(settle, operator)
@@ -187,26 +176,30 @@ def main() -> None:
             operator.stop()
 
     per_node = node_writes / NODES
+    converge_ratio = converge_s / floor_s
     rows += [
         Row("label change, node writes per node", f"{per_node:.3f}", "1", f"{per_node:.3f}",
             "<= 1.05", per_node <= 1.05),
         Row("label change, all writes (nodes, ConfigMap, status, events)", str(change_writes),
             f"{NODES}", f"{change_writes / NODES:.3f}", "", None),
         Row("label change, seconds to converge", f"{converge_s:.2f}", f"{floor_s:.2f} (raw patches)",
-            f"{converge_s / floor_s:.2f}", "<= 2.0", converge_s / floor_s <= 2.0),
+            f"{converge_ratio:.2f}", "<= 1.2", converge_ratio <= 1.2),
         Row(f"idle {IDLE_SECONDS} s, writes", str(sum(idle_writes.values())), "0", "",
             "= 0", sum(idle_writes.values()) == 0),
         Row(f"idle {IDLE_SECONDS} s, operator CPU seconds", f"{idle_cpu:.2f}", "0",
             f"{100 * idle_cpu / IDLE_SECONDS:.2f} % of a core", "<= 1 %",
             idle_cpu / IDLE_SECONDS <= 0.01),
-        Row(f"RSS, {NODES + MORE_NODES:,} nodes + {PODS:,} pods (MiB)", f"{rss:.0f} (peak {peak:.0f})",
-            "", "", "<= 300", peak <= 300),
+        Row(f"RSS, {NODES:,} nodes + {PODS:,} pods (MiB)", f"{rss:.0f} (peak {peak:.0f})",
+            "", "", "<= 400", peak <= 400),
     ]  # fmt: skip
     print(
-        f"{NODES:,} simulated 8-GPU nodes; operator defaults (resync 60 s); tracebacks or refused calls: {problems}"
+        f"{NODES:,} KWOK nodes x 8 H100 (Ready in {nodes_s:.0f} s), {PODS:,} pods of "
+        f"{DEPLOYMENTS:,} Deployments placed by kube-scheduler (Ready in {pods_s:.0f} s); "
+        f"scale {SCALE:g}; operator defaults (resync 60 s); "
+        f"tracebacks or refused calls: {problems}"
     )
     if any(idle_writes.values()):
-        print(f"idle writes by resource: {idle_writes}")
+        print(f"idle writes by resource and writer: {idle_writers}")
     print(table(rows))
 
 

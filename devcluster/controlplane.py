@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .scheduling import ALL_CONTROLLERS, Scheduling, kwok_args, kwok_config, scheduler_args
+from .scheduling import (
+    ALL_CONTROLLERS,
+    Scheduling,
+    client_args,
+    controller_manager_args,
+    kwok_args,
+    kwok_config,
+    scheduler_args,
+)
 
 ADMIN_TOKEN = "tessera-admin-token"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
@@ -222,12 +230,13 @@ class ControlPlane:
                 "--secure-port=0",
                 "--resource-quota-sync-period=15s",
                 "--v=1",
+                *controller_manager_args(self.scheduling),
             ],
         )
 
     def _start_scheduling(self, options: Scheduling, timeout: float) -> None:
         port = free_port()
-        self._spawn("kube-scheduler", scheduler_args(self.kubeconfig, port))
+        self._spawn("kube-scheduler", scheduler_args(self.kubeconfig, port) + client_args(options))
         self._wait("kube-scheduler", f"https://127.0.0.1:{port}/readyz", timeout)
         port = free_port()
         config = kwok_config(options, self.workdir)

@@ -84,6 +84,12 @@ class Scheduling:
     # Delay between node status heartbeats; None keeps KWOK's default stage (about 10 min:
     # with Leases the status need not be fresh).
     node_heartbeat_ms: int | None = None
+    # kube-controller-manager's --node-monitor-grace-period (None: its default, 50 s): a node
+    # whose Lease is older goes NotReady. Raise it with ``lease_seconds`` (benches: 10,000 nodes).
+    node_monitor_grace_seconds: int | None = None
+    # Client QPS of kube-controller-manager and kube-scheduler (None: their defaults, 20 and 50;
+    # kwokctl's --disable-qps-limits uses 5000): a ReplicaSet of 1,000 pods at 20 QPS takes 50 s.
+    api_qps: int | None = None
 
 
 def kwok_config(options: Scheduling, workdir: Path) -> Path:
@@ -117,6 +123,19 @@ def scheduler_args(kubeconfig: Path, port: int) -> list[str]:
         f"--secure-port={port}",
         "--v=1",
     ]
+
+
+def client_args(options: Scheduling) -> list[str]:
+    """kube-scheduler's extra flags (its client QPS, burst twice that)."""
+    if options.api_qps is None:
+        return []
+    return [f"--kube-api-qps={options.api_qps}", f"--kube-api-burst={2 * options.api_qps}"]
+
+
+def controller_manager_args(options: Scheduling) -> list[str]:
+    """kube-controller-manager's extra flags for ``options``: none with the defaults."""
+    grace = options.node_monitor_grace_seconds
+    return client_args(options) + ([f"--node-monitor-grace-period={grace}s"] if grace else [])
 
 
 def kwok_args(options: Scheduling, kubeconfig: Path, config: Path, port: int) -> list[str]:
