@@ -106,7 +106,7 @@ def create_nodes(kube: Kube, specs: list[fleet.NodeSpec], timeout: float = 900) 
         }
         return names <= ready
 
-    wait_until(all_ready, timeout, f"{len(specs):,} KWOK nodes Ready", interval=2.0)
+    wait_until(all_ready, timeout, f"{len(specs):,} KWOK nodes Ready", interval=5.0)
     return time.monotonic() - start
 
 

@@ -124,6 +124,7 @@ def main() -> None:
                     300,
                     "every replica Ready again",
                 )
+                back, wanted = _workloads.ready_replicas(kube)
             cordoned = [n["metadata"]["name"] for n in kube.list("/api/v1/nodes")
                         if n["spec"].get("unschedulable")]  # fmt: skip
             problems = operator.problems()
@@ -143,6 +144,8 @@ def main() -> None:
             f"{MIN_AVAILABLE}/{REPLICAS} (PDB)", f"{lowest / REPLICAS:.2f}",
             f">= {floor:.2f}", lowest >= MIN_AVAILABLE),
         Row("replicas evicted and replaced", str(len(observer.evicted)), "", "", "", None),
+        Row("replicas Ready at the end", f"{back}/{wanted}", f"{wanted}", "", "all",
+            back == wanted),
         Row("rollout, seconds", f"{took:.1f}", "", "", "", None),
         Row("nodes left cordoned", str(len(cordoned)), "0", "", "= 0", not cordoned),
     ]  # fmt: skip
