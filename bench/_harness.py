@@ -5,7 +5,8 @@ with all its controllers, kube-scheduler and KWOK. Nodes are KWOK's (annotation
 ``kwok.x-k8s.io/node: fake``: KWOK makes them Ready and renews their Leases) with the labels
 and allocatable of simulated GPU nodes; workload pods come from Deployments without
 ``nodeName``, placed by kube-scheduler and run by KWOK (:mod:`bench._workloads`).
-``TESSERA_BENCH_SCALE`` (default 1) scales every cluster bench's node and pod counts.
+``TESSERA_BENCH_SCALE`` (default 1: the targets' 10,000 nodes and 50,000 pods, and a
+1,000-node rollout) scales the node and pod counts of ``bench.scale`` and ``bench.rollout``.
 
 Figures come from outside the operator: writes are counted from the API
 server's watch streams (each write of an object is one watch event), CPU
