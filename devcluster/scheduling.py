@@ -84,8 +84,10 @@ class Scheduling:
     # Delay between node status heartbeats; None keeps KWOK's default stage (about 10 min:
     # with Leases the status need not be fresh).
     node_heartbeat_ms: int | None = None
-    # kube-controller-manager's --node-monitor-grace-period (None: its default, 50 s): a node
-    # whose Lease is older goes NotReady. Raise it with ``lease_seconds`` (benches: 10,000 nodes).
+    # kube-controller-manager's --node-monitor-grace-period and --node-startup-grace-period
+    # (None: its defaults, 50 s and 1 min): a node whose Lease is older, or that KWOK has not
+    # made Ready that long after its creation, goes Unknown. Raise it with ``lease_seconds``
+    # (benches: 10,000 nodes).
     node_monitor_grace_seconds: int | None = None
     # Client QPS of kube-controller-manager and kube-scheduler (None: their defaults, 20 and 50;
     # kwokctl's --disable-qps-limits uses 5000): a ReplicaSet of 1,000 pods at 20 QPS takes 50 s.
@@ -135,7 +137,13 @@ def client_args(options: Scheduling) -> list[str]:
 def controller_manager_args(options: Scheduling) -> list[str]:
     """kube-controller-manager's extra flags for ``options``: none with the defaults."""
     grace = options.node_monitor_grace_seconds
-    return client_args(options) + ([f"--node-monitor-grace-period={grace}s"] if grace else [])
+    if not grace:
+        return client_args(options)
+    return [
+        *client_args(options),
+        f"--node-monitor-grace-period={grace}s",
+        f"--node-startup-grace-period={grace}s",
+    ]
 
 
 def kwok_args(options: Scheduling, kubeconfig: Path, config: Path, port: int) -> list[str]:
