@@ -83,9 +83,24 @@ def control_plane() -> Iterator[tuple[ControlPlane, Kube]]:
 
 
 def parallel(kube: Kube, work: Callable[[Kube, Any], object], items: Iterable[Any]) -> None:
-    """Run ``work`` over ``items`` on 16 threads (setup only: never what is measured)."""
+    """Run ``work`` over ``items`` on 16 threads (setup only: never what is measured); an
+    item the API server was too busy for is tried again, a create that landed meanwhile
+    (409) counts as done."""
+
+    def one(item: Any) -> None:
+        for attempt in range(30):
+            try:
+                work(kube, item)
+                return
+            except ApiError as err:
+                if attempt and err.conflict:
+                    return
+                if not busy(err) or attempt == 29:
+                    raise
+                time.sleep(1)
+
     with ThreadPoolExecutor(16) as pool:
-        for _ in pool.map(lambda item: work(kube, item), items):
+        for _ in pool.map(one, items):
             pass
 
 
@@ -118,7 +133,11 @@ def _kwok_node(kube: Kube, spec: fleet.NodeSpec) -> None:
     meta = manifest["metadata"]
     assert isinstance(meta, dict)
     meta["annotations"] = {KWOK_ANNOTATION: "fake"}
-    kube.create("/api/v1/nodes", {"metadata": meta, "spec": manifest["spec"]})
+    try:
+        kube.create("/api/v1/nodes", {"metadata": meta, "spec": manifest["spec"]})
+    except ApiError as err:
+        if not err.conflict:  # created by an attempt the API server was too busy to answer
+            raise
     status = manifest["status"]
     assert isinstance(status, dict)
     body = {"status": {"allocatable": status["allocatable"], "capacity": status["capacity"]}}
@@ -239,8 +258,15 @@ class WriteMeter:
     def _now(self, path: str) -> str:
         """The current resourceVersion of ``path``, from a one-item page (50,000 pods are not
         listed to start a watch)."""
-        page = next(self.kube.pages(path, page_size=1))
-        return str(page["metadata"]["resourceVersion"])
+        for _ in range(60):
+            try:
+                page = next(self.kube.pages(path, page_size=1))
+                return str(page["metadata"]["resourceVersion"])
+            except ApiError as err:
+                if not busy(err):
+                    raise
+                time.sleep(1)
+        raise TimeoutError(f"no resourceVersion of {path} in 60 tries")
 
     def _watch(self, path: str) -> None:
         version = self._now(path)
@@ -268,6 +294,10 @@ class WriteMeter:
                     version = self._now(path)
 
 
+def busy(err: ApiError) -> bool:
+    return err.status in (0, 429) or err.status >= 500
+
+
 def writer(obj: dict[str, Any]) -> str:
     """Who wrote this version: the field manager of the newest managedFields entry (ties: the
     last listed), to say who made writes that should not be there."""
@@ -281,11 +311,17 @@ def writer(obj: dict[str, Any]) -> str:
 def wait_until(
     probe: Callable[[], bool], timeout: float, what: str, interval: float = 0.05
 ) -> float:
-    """Poll ``probe``; return the seconds it took, or fail naming ``what``."""
+    """Poll ``probe``; return the seconds it took, or fail naming ``what``. An API server too
+    busy to answer (50,000 pods arriving: 429, 5xx such as a list ahead of its watch cache)
+    is a poll that found nothing yet."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
-        if probe():
-            return time.monotonic() - start
+        try:
+            if probe():
+                return time.monotonic() - start
+        except ApiError as err:
+            if not busy(err):
+                raise
         time.sleep(interval)
     raise TimeoutError(f"{what} not reached in {timeout:.0f} s")
 
