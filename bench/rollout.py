@@ -24,12 +24,11 @@ from ._harness import (
     WriteMeter,
     control_plane,
     create_nodes,
-    scaled,
     table,
     wait_until,
 )
 
-NODES = scaled(1_000)
+NODES = 1_000
 PERCENT = 10
 MAX_UNAVAILABLE = max(1, NODES * PERCENT // 100)  # a percentage rounds down, never below 1
 RECONFIGURE_S = 20.0

@@ -1,4 +1,4 @@
-"""The operator at cluster size: 10,000 KWOK nodes and 50,000 pods (``TESSERA_BENCH_SCALE``).
+"""The operator at cluster size: 10,000 KWOK nodes and 50,000 pods at ``TESSERA_BENCH_SCALE=1``.
 
 One control plane with real scheduling, one ``tessera run`` process, measured side by side:
 
