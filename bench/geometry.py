@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tessera.api.v1alpha1 import devices
 from tessera.api.v1alpha1.nodepoolgeometry import MigLayout
 from tessera.domain.geometry import capacity, catalog, enumeration, placement
 
@@ -112,9 +113,10 @@ def run_naive(nodes: list[Node]) -> float:
 def _per_gpu(layouts: tuple[MigLayout, ...]) -> list[Mapping[str, int]]:
     out: list[Mapping[str, int]] = [{}] * GPUS_PER_NODE
     for layout in layouts:
-        targets = range(GPUS_PER_NODE) if isinstance(layout.devices, str) else layout.devices
-        for i in targets:
-            out[i] = layout.profiles
+        targets = devices.parse(layout.devices)  # None: "all"
+        for i in range(GPUS_PER_NODE) if targets is None else targets:
+            if i < GPUS_PER_NODE:
+                out[i] = layout.profiles
     return out
 
 
