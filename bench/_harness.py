@@ -34,7 +34,7 @@ from typing import Any
 
 from devcluster import fleet, identity
 from devcluster.controlplane import ControlPlane, find_binaries
-from devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
+from devcluster.scheduling import Scheduling, find_kwok
 from tessera.adapters.kube import ApiError, Kube, path_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +105,8 @@ def parallel(kube: Kube, work: Callable[[Kube, Any], object], items: Iterable[An
 
 
 def create_nodes(kube: Kube, specs: list[fleet.NodeSpec], timeout: float = 900) -> float:
-    """KWOK nodes with the labels and devices of ``specs``; the seconds until all are Ready."""
+    """KWOK nodes with the labels and devices of ``specs``; the seconds until all are Ready
+    and free of the ``not-ready`` taint (the scheduler can place pods there)."""
     start = time.monotonic()
     parallel(kube, _kwok_node, specs)
     names = {s.name for s in specs}
@@ -119,29 +120,20 @@ def create_nodes(kube: Kube, specs: list[fleet.NodeSpec], timeout: float = 900) 
                 x["type"] == "Ready" and x["status"] == "True"
                 for x in (n.get("status") or {}).get("conditions") or []
             )
+            and not any(
+                t.get("key") == fleet.NOT_READY_TAINT for t in n["spec"].get("taints") or []
+            )
         }
         return names <= ready
 
-    wait_until(all_ready, timeout, f"{len(specs):,} KWOK nodes Ready", interval=5.0)
+    wait_until(all_ready, timeout, f"{len(specs):,} KWOK nodes Ready, untainted", interval=5.0)
     return time.monotonic() - start
 
 
 def _kwok_node(kube: Kube, spec: fleet.NodeSpec) -> None:
-    """The node a device plugin and GFD would have dressed: labels from ``fleet``, KWOK's
-    annotation, allocatable by a status patch (KWOK keeps it and adds the conditions)."""
-    manifest = fleet.node_manifest(spec)
-    meta = manifest["metadata"]
-    assert isinstance(meta, dict)
-    meta["annotations"] = {KWOK_ANNOTATION: "fake"}
-    try:
-        kube.create("/api/v1/nodes", {"metadata": meta, "spec": manifest["spec"]})
-    except ApiError as err:
-        if not err.conflict:  # created by an attempt the API server was too busy to answer
-            raise
-    status = manifest["status"]
-    assert isinstance(status, dict)
-    body = {"status": {"allocatable": status["allocatable"], "capacity": status["capacity"]}}
-    kube.patch(node_path(spec.name) + "/status", body)
+    """A KWOK node dressed as a device plugin and GFD would have (``fleet``); the wait for all
+    of them is :func:`create_nodes`'s (one list per poll, not one GET per node)."""
+    fleet.create_nodes(kube, [spec], wait=False)
 
 
 @dataclass
