@@ -6,7 +6,7 @@ with all its controllers, kube-scheduler and KWOK. Nodes are KWOK's (annotation
 and allocatable of simulated GPU nodes; workload pods come from Deployments without
 ``nodeName``, placed by kube-scheduler and run by KWOK (:mod:`bench._workloads`).
 ``TESSERA_BENCH_SCALE`` scales the node and pod counts of ``bench.scale``: 1 is the targets'
-10,000 nodes and 50,000 pods; the default, 0.2, keeps ``make bench`` near 20 minutes on 2 CPUs.
+10,000 nodes and 50,000 pods; the default, 0.2, takes ~26 min on 2 shared CPUs (1: hours).
 
 Figures come from outside the operator: writes are counted from the API
 server's watch streams (each write of an object is one watch event), CPU
