@@ -135,14 +135,16 @@ class NodeWakeups:
         self.wakeups.wake_all(sharingpolicy.PLURAL)
         self.wakeups.wake_starved()
 
-    def pods_changed(self, nodes: Iterable[str]) -> None:
+    def pods_changed(self, nodes: Iterable[str], frees_room: bool = False) -> None:
         """Pods came or went on ``nodes``: wake whoever is rolling those nodes out, nobody else.
 
         A drain's last pod going away is what its node waits for; without this the
         next step came only with the rollout's requeue (10 s) or the resync. A pod
-        going anywhere may also free the room a pool waits for: those pools wake too.
+        that gives back accelerators (``frees_room``) may free the room a pool waits
+        for: those pools wake too — not on every status change of every pod.
         """
-        self.wakeups.wake_starved()
+        if frees_room:
+            self.wakeups.wake_starved()
         for node in nodes:
             owner = self.holders.get(node)
             if owner is None:
@@ -152,6 +154,13 @@ class NodeWakeups:
                 self.wakeups.wake(nodepoolgeometry.PLURAL, name)
             elif kind == sharingpolicy.KIND:
                 self.wakeups.wake(sharingpolicy.PLURAL, name)
+
+
+def frees_room(before: PodView | None, after: PodView | None) -> bool:
+    """Whether a pod's change gives accelerators back: it went, finished or left its node."""
+    if before is None or not before.node or not before.requests or before.terminal:
+        return False
+    return after is None or after.terminal or after.node != before.node
 
 
 def pod_nodes(before: PodView | None, after: PodView | None) -> set[str]:

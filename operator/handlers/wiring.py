@@ -25,7 +25,13 @@ from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.runtime import STOPPING, Context, Result
 from tessera.controllers.writer_lease import WriterLease
 from tessera.domain.rollout import PodView
-from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint, pod_nodes
+from tessera.handlers.wakeups import (
+    NodeWakeups,
+    Wakeups,
+    frees_room,
+    object_fingerprint,
+    pod_nodes,
+)
 from tessera.observability import metrics
 
 log = logging.getLogger("tessera.handlers")
@@ -215,7 +221,9 @@ def _register_watches(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wa
 
         def changed(before: PodView | None, after: PodView | None) -> None:  # informer thread
             try:
-                loop.call_soon_threadsafe(nodes.pods_changed, pod_nodes(before, after))
+                loop.call_soon_threadsafe(
+                    nodes.pods_changed, pod_nodes(before, after), frees_room(before, after)
+                )
             except RuntimeError:  # the loop has closed: the operator is stopping
                 return
 

@@ -309,7 +309,12 @@ def test_a_snapshot_keeps_no_pod_secret_and_plans_as_the_cluster_does(
         "nodeName": running[0]["spec"]["nodeName"],
         "containers": [{"name": "main", "resources": {"requests": gpu, "limits": gpu}}],
         "volumes": [{"name": "creds"}, {"name": token}],  # names only, no source
+        # where it may run, which the capacity check reads: the workload's selector, and
+        # the tolerations the API server's DefaultTolerationSeconds admission added
+        "nodeSelector": running[0]["spec"]["nodeSelector"],
+        "tolerations": running[0]["spec"]["tolerations"],
     }
+    assert mine["spec"]["nodeSelector"] == {"tessera.io/pool": "snap"}
 
     change = _write(tmp_path / "snap.yaml", _pool("snap", LAYOUT_B))
     code, live = planned("-f", str(change), kubeconfig)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,13 @@ from tessera.controllers import nodepoolgeometry, sharingpolicy
 from tessera.domain.cluster import geometry_owner
 from tessera.domain.rollout import NodeState, Phase, PodView, TargetSpec, encode
 from tessera.domain.rollout.views import pending_taint
-from tessera.handlers.wakeups import NodeWakeups, Wakeups, object_fingerprint, pod_nodes
+from tessera.handlers.wakeups import (
+    NodeWakeups,
+    Wakeups,
+    frees_room,
+    object_fingerprint,
+    pod_nodes,
+)
 
 NPG, SP = nodepoolgeometry.PLURAL, sharingpolicy.PLURAL
 
@@ -152,6 +159,29 @@ def test_pods_changing_on_a_node_wake_the_rollout_holding_it(
     assert woken(wakeups) == want
 
 
+GPU_POD = PodView("ml", "p", "cpu-7", requests={"nvidia.com/gpu": 1})
+FREES: dict[str, tuple[PodView | None, PodView | None, bool]] = {
+    "deleted": (GPU_POD, None, True),
+    "finished": (GPU_POD, replace(GPU_POD, phase="Succeeded"), True),
+    "status change": (GPU_POD, replace(GPU_POD, labels={"x": "y"}), False),
+    "terminating: still holds its node's room": (
+        GPU_POD,
+        replace(GPU_POD, deletion_timestamp=datetime(2026, 1, 1, tzinfo=UTC)),
+        False,
+    ),
+    "created": (None, GPU_POD, False),
+    "no accelerator": (PodView("ml", "web", "cpu-7"), None, False),
+    "never bound": (replace(GPU_POD, node=""), None, False),
+}
+
+
+@pytest.mark.parametrize("before,after,want", FREES.values(), ids=FREES.keys())
+def test_only_a_pod_giving_accelerators_back_frees_room(
+    before: PodView | None, after: PodView | None, want: bool
+) -> None:
+    assert frees_room(before, after) is want
+
+
 def test_a_pod_that_moves_names_both_nodes() -> None:
     assert pod_nodes(PodView("ml", "p", "gpu-1"), PodView("ml", "p", "gpu-2")) == {
         "gpu-1",
@@ -159,10 +189,12 @@ def test_a_pod_that_moves_names_both_nodes() -> None:
     }
 
 
-def test_a_pool_waiting_for_room_wakes_on_any_pod_or_node_change_until_it_stops_waiting() -> None:
+def test_a_pool_waiting_for_room_wakes_when_room_may_appear_until_it_stops_waiting() -> None:
     wakeups, nodes = setup("a", "b")
     wakeups.starve(NPG, "b", True)
-    nodes.pods_changed({"cpu-7"})  # a pod went from a node no rollout holds: room, maybe
+    nodes.pods_changed({"cpu-7"})  # a pod's status changed: no accelerator given back
+    assert woken(wakeups) == set()
+    nodes.pods_changed({"cpu-7"}, frees_room=True)  # a pod went from a node no rollout holds
     assert woken(wakeups) == {"b"}
     nodes.node_changed("gpu-1", node("a"))  # a node came or changed, in another pool
     assert woken(wakeups) == {"a", "b", "sp/time-sliced"}

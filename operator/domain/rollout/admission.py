@@ -96,16 +96,18 @@ def admit(
     approved: str | None,
     *,
     freed: Set[str] = frozenset(),
-) -> tuple[tuple[str, str] | None, list[Outcome]]:
+) -> tuple[tuple[str, str] | None, list[Outcome], str]:
     """One Outcome per candidate: Cordoned for those admitted, Pending (with why) for the rest.
 
     ``freed``: nodes this pass releases before any admission runs; their slots are free.
     A node whose evicted pods would find no room elsewhere (``capacity``) is not
     started; the first such reason is returned as the pool's gate when no other
     gate is closed, so the pool says ``InsufficientCapacity`` while nothing else moves.
+    The third value is that shortfall, also while another gate (approval, window, pause)
+    is closed: what opening it would meet, for ``tessera plan`` to say before approval.
     """
     if not candidates:
-        return None, []
+        return None, [], ""
     closed = gate(ctx, desired, approved)
     taken = {n: why for n, why in disrupted(nodes, desired).items() if n not in freed}
     held = marked(nodes, taken)
@@ -125,6 +127,7 @@ def admit(
     )
     ledger = room_for(ctx, nodes, taken, freed)
     starved: tuple[str, str] | None = None
+    would = free  # the slots an open gate would offer (the preview while it is closed)
     outcomes = []
     for node, d in order:
         chosen = pods[node.name]
@@ -142,6 +145,11 @@ def admit(
             wait.problem = Problem("DrainBlocked", wait.why)
         elif closed is not None:
             wait.why = closed[1]
+            if ledger and would > 0 and node.ready:  # what approval would meet, nothing started
+                if short := ledger.fit(node.name, chosen):
+                    starved = starved or (capacity.REASON, short)
+                else:
+                    would -= 1
         elif not node.ready:
             wait.why = f"{node.name} is NotReady"
         elif node.unschedulable and node.name in taken and len(held) >= limit:
@@ -165,7 +173,7 @@ def admit(
             taken[node.name] = held[node.name] = "being changed"
             continue
         outcomes.append(wait)
-    return closed or starved, outcomes
+    return closed or starved, outcomes, starved[1] if starved else ""
 
 
 def room_for(

@@ -17,7 +17,10 @@ This is an estimate, and its errors lean one way each:
   scheduler has not placed) are not modelled, so it may let a node go whose
   pods then wait Pending (optimistic there; the PDB still guards availability).
 A node whose drain evicts nothing, or only pods that request no accelerator,
-is never held back.
+is never held back. Only resources some node advertises are counted: HAMi's
+``nvidia.com/gpumem``/``gpucores`` and Ascend's ``-memory``/``-core`` requests are
+HAMi's scheduler's to place, never in any allocatable. A pod already terminating needs
+no room (its replacement, once bound, is counted where it runs).
 """
 
 from __future__ import annotations
@@ -92,6 +95,13 @@ class Ledger:
             for n in room.nodes
             if n.name not in closed and (_open(n) or (n.name in reopened and n.ready))
         }
+        # what any node advertises: requests of anything else are not the kubelet's to count
+        self.known = {
+            r
+            for n in room.nodes
+            for r in n.allocatable
+            if r.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES)
+        }
         self.free: dict[str, dict[str, int]] = {}
         self.placed: dict[str, list[PodView]] = {}  # node → pods this pass sends there
         # resource → the open nodes with some of it free, in name order (a dict: O(1) removal)
@@ -127,8 +137,13 @@ class Ledger:
 
     def _place(self, leaving: str, pods: Sequence[PodView]) -> tuple[Moves, list[PodView], Taken]:
         """First-fit decreasing, nodes by name: (moves, pods with no node, room they take)."""
+        counted = (
+            replace(p, requests={r: k for r, k in p.requests.items() if r in self.known})
+            for p in pods
+            if p.deletion_timestamp is None
+        )
         movers = sorted(
-            (p for p in pods if p.requests),
+            (p for p in counted if p.requests),
             key=lambda p: (-sum(p.requests.values()), p.namespace, p.name),
         )
         moves: Moves = []

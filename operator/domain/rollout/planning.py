@@ -136,7 +136,7 @@ def plan(
     for node in sorted(nodes, key=lambda n: n.name):
         visit(ctx, acc, node, desired.get(node.name))
     stepping, acc.actions = tuple(acc.actions), []
-    gate, waiting = admission.admit(
+    gate, waiting, short = admission.admit(
         ctx, desired, nodes, acc.candidates, approved_hash, freed=acc.freed
     )
     for o in waiting:
@@ -165,7 +165,7 @@ def plan(
         verdict=reporting.verdict(acc.reports, problems, gate),
         nodes=tuple(acc.reports),
         requeue_after=requeue,
-        short_of_room=gate[1] if gate and gate[0] == capacity.REASON else "",
+        short_of_room=short,
     )
 
 

@@ -28,8 +28,12 @@ def mig(name: str, n: int = 1, on: str = "gpu-1", **kw: Any) -> PodView:
     return gpu_pod(name, on, requests={MIG: n}, **kw)
 
 
+# The node the pods leave, in the pool: it advertises what they use, and is no room.
+LEAVING = NodeView("gpu-1", allocatable={MIG: 7, GPU: 8})
+
+
 def ledger(nodes: list[NodeView], pods: list[PodView], closed: set[str] | None = None) -> Ledger:
-    return Ledger(room(nodes, pods), closed or set())
+    return Ledger(room([LEAVING, *nodes], pods), {LEAVING.name, *(closed or set())})
 
 
 FREE = spare("cpu-1", MIG, 2)
@@ -73,6 +77,19 @@ CASES: dict[str, tuple[list[NodeView], list[PodView], list[PodView], str]] = {
         f"1 pod(s) would have nowhere to run: {MIG} short by 2 (ml/both)",
     ),
     "pods without accelerator requests need no room": ([], [], [gpu_pod("cpu-only")], ""),
+    # HAMi's scheduler places gpumem/gpucores; no node advertises them: only the GPU counts
+    "requests no node advertises are not counted": (
+        [spare("n1", GPU, 1)],
+        [],
+        [gpu_pod("hami", requests={GPU: 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30})],
+        "",
+    ),
+    "a pod already terminating needs no room": (
+        [],
+        [],
+        [mig("going", deletion_timestamp=T0)],
+        "",
+    ),
     "a cordoned node is no room": (
         [NodeView("c", allocatable={MIG: 7}, unschedulable=True)],
         [],
@@ -218,6 +235,22 @@ def test_no_room_anywhere_holds_the_first_node_back_and_says_why() -> None:
     assert {r.phase for r in result.nodes} == {Phase.PENDING}
 
 
+@pytest.mark.parametrize(
+    ("gate", "rollout"),
+    [("WaitingForApproval", {"approval": "Manual"}), ("RollingOut", {"paused": True})],
+)
+def test_a_closed_gate_still_says_what_opening_it_would_meet(
+    gate: str, rollout: dict[str, Any]
+) -> None:
+    nodes = pool_nodes()
+    pods = [*full("gpu-1"), *full("gpu-2"), *full("gpu-3")]
+    result = decide(nodes, pods, **rollout)
+    assert result.actions == ()
+    assert result.verdict.reason == gate  # the gate the pool reports is still the closed one
+    want = f"2 pod(s) would have nowhere to run: {MIG} short by 2 (ml/gpu-1-a, ml/gpu-1-b)"
+    assert result.short_of_room == want  # … and tessera plan can warn before approval
+
+
 def test_room_on_a_new_node_lets_the_rollout_go() -> None:
     nodes = pool_nodes()
     pods = [*full("gpu-1"), *full("gpu-2"), *full("gpu-3")]
@@ -274,8 +307,8 @@ def test_without_a_room_nothing_is_checked() -> None:
     assert "Cordon:gpu-1" in kinds(result.actions)
 
 
-def test_an_empty_room_is_no_room() -> None:
-    assert Ledger(Room(), set()).fit("gpu-1", [mig("a")]).startswith("1 pod(s)")
+def test_a_cluster_of_the_leaving_node_alone_is_no_room() -> None:
+    assert Ledger(Room((LEAVING,)), {"gpu-1"}).fit("gpu-1", [mig("a")]).startswith("1 pod(s)")
 
 
 def test_pods_sent_to_a_node_admitted_later_in_the_pass_move_again() -> None:
