@@ -135,6 +135,21 @@ def serve(kube: Kube, ns: str, name: str, *, budget: int | None = None, **kw: An
     return wait_running(kube, ns, name, manifest["spec"]["replicas"])
 
 
+def spare_node(kube: Kube, name: str, labels: dict[str, str], resources: dict[str, int]) -> str:
+    """A KWOK node outside every pool, labelled ``labels`` and advertising ``resources``: room
+    where a drained node's replicas can go (Tessera holds a node whose pods would have nowhere
+    to run). No GPU labels, so no device simulator acts on it."""
+    from devcluster import fleet
+
+    manifest = fleet.node_manifest(fleet.NodeSpec(name, "H100-80GB"))
+    manifest["metadata"]["labels"] = {"kubernetes.io/hostname": name, **labels}
+    advertised = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    advertised |= {r: str(n) for r, n in resources.items()}
+    manifest["status"] = {"allocatable": advertised, "capacity": advertised}
+    fleet.create_from_manifests(kube, [manifest])
+    return name
+
+
 def nodes_of(pods: list[Obj]) -> list[str]:
     """Where the scheduler put ``pods`` (their ``spec.nodeName``), in order."""
     return [p["spec"]["nodeName"] for p in pods]

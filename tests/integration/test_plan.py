@@ -18,7 +18,16 @@ from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_agents, namespace, nodes_of, serve
+from .helpers import (
+    condition,
+    custom,
+    eventually,
+    gpu_agents,
+    namespace,
+    nodes_of,
+    serve,
+    spare_node,
+)
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
@@ -288,11 +297,20 @@ def test_prune_previews_the_deletion_of_what_the_manifests_omit(
     kube: Kube, operator: OperatorProcess, agents: None, control_plane: Any, tmp_path: Path
 ) -> None:
     kubeconfig = control_plane.kubeconfig
-    nodes = fleet.create_nodes(kube, fleet.pool("plan-prune", "H100-80GB", 2))
+    serves = {"plan.tessera.io/serves": "plan-prune"}  # the pool's nodes, then a spare's
+    specs = [
+        fleet.NodeSpec(f"plan-prune-{i}", "H100-80GB", pool="plan-prune", labels=serves)
+        for i in range(2)
+    ]
+    nodes = fleet.create_nodes(kube, specs)
     namespace(kube, "plan-prune-serve")
     # a serving replica filling each node, under a PDB that lets none go: each drain holds
-    pods = serve(kube, "plan-prune-serve", "llm", pool="plan-prune", count=8, replicas=2, budget=2)
+    pods = serve(
+        kube, "plan-prune-serve", "llm", node_selector=serves, count=8, replicas=2, budget=2
+    )
     assert sorted(nodes_of(pods)) == nodes
+    # room for both replicas elsewhere, so the PDB alone holds the drains (not the capacity check)
+    spare_node(kube, "plan-prune-spare", serves, {"nvidia.com/gpu": 16})
     # a drain timeout longer than the test: both nodes stay Draining while it plans
     kube.create(NPG, _npg("plan-prune", LAYOUT_A, maxUnavailable=2, drain={"timeout": "30m"}))
 

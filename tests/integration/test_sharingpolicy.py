@@ -17,7 +17,16 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import app_pods, condition, eventually, namespace, nodes_of, serve, wait_running
+from .helpers import (
+    app_pods,
+    condition,
+    eventually,
+    namespace,
+    nodes_of,
+    serve,
+    spare_node,
+    wait_running,
+)
 from .sharing_support import (
     GPU,
     PLUGIN_CM,
@@ -328,9 +337,13 @@ def test_backend_switch_drains_the_running_pod_through_the_eviction_api(kube: Ku
     mps_key = wait_ready(kube, "sp-sw")["status"]["configKey"]
     eventually(lambda: settled(kube, names[0]) and allocatable(kube, names[0]) == 16, what="MPS on")
     # a training Deployment the scheduler places on the pool's node, under a PDB that allows
-    # no disruption (minAvailable 1 of 1 replica)
-    (train,) = serve(kube, "sp-work", "sp-train", pool="sp-sw", resource=GPU, budget=1)
+    # no disruption (minAvailable 1 of 1 replica); then a spare node where it could run
+    # instead, so that the PDB alone holds the drain (not Tessera's capacity check)
+    trains = {"sp.tessera.io/trains": "sp-sw"}
+    kube.patch(path_of("v1", "nodes", names[0]), {"metadata": {"labels": trains}})
+    (train,) = serve(kube, "sp-work", "sp-train", node_selector=trains, resource=GPU, budget=1)
     assert nodes_of([train]) == names
+    spare = spare_node(kube, "sp-sw-spare", trains, {GPU: 8})
     victim, uid = train["metadata"]["name"], train["metadata"]["uid"]
     eventually(
         lambda: (_pdb(kube, "sp-train").get("status") or {}).get("currentHealthy") == 1,  # type: ignore[union-attr]
@@ -362,8 +375,8 @@ def test_backend_switch_drains_the_running_pod_through_the_eviction_api(kube: Ku
         lambda: _applied(kube, names, ts_key, 32) and settled(kube, names[0]), what="switched"
     )
     assert event_with(kube, "sp-sw", "Evict", f"sp-work/{victim}")
-    # the ReplicaSet's replacement, Pending while the only node was cordoned, runs there again
+    # the ReplicaSet's replacement, placed while the pool's node was cordoned, runs on the spare
     (back,) = wait_running(kube, "sp-work", "sp-train", 1)
-    assert back["metadata"]["uid"] != uid and nodes_of([back]) == names
+    assert back["metadata"]["uid"] != uid and nodes_of([back]) == [spare]
     eventually(lambda: mps_key not in plugin_data(kube), what="MPS key deleted")
     no_plugin_errors(kube, names)

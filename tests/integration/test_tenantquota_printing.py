@@ -37,11 +37,12 @@ def test_kubectl_get_counts_contested_namespaces_in_conflict(
     for name in ("tqp-a", "tqp-b"):
         kube.create(TQ, _tenant(name, "tqp-shared", hard={"nvidia.com/gpu": 1}))
 
-    def conflict() -> dict[str, Any] | None:
-        stalled = _current(kube, "tqp-a", "Stalled")
+    def conflict(name: str) -> dict[str, Any] | None:
+        stalled = _current(kube, name, "Stalled")
         return stalled if stalled and stalled["reason"] == "Conflict" else None
 
-    eventually(conflict, 60, "tqp-a Stalled, reason Conflict")
+    # both: each TenantQuota reports its own status, in its own pass
+    eventually(lambda: conflict("tqp-a") and conflict("tqp-b"), 60, "both Stalled, Conflict")
     out = kubectl.ok("get", "tq", "tqp-a", "tqp-b")
     assert re.search(HEADER, out), out
     for name in ("tqp-a", "tqp-b"):
