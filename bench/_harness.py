@@ -116,13 +116,7 @@ def create_nodes(kube: Kube, specs: list[fleet.NodeSpec], timeout: float = 900) 
             n["metadata"]["name"]
             for page in kube.pages("/api/v1/nodes")
             for n in page.get("items", [])
-            if any(
-                x["type"] == "Ready" and x["status"] == "True"
-                for x in (n.get("status") or {}).get("conditions") or []
-            )
-            and not any(
-                t.get("key") == fleet.NOT_READY_TAINT for t in n["spec"].get("taints") or []
-            )
+            if fleet.schedulable(n)
         }
         return names <= ready
 

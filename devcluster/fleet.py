@@ -118,8 +118,11 @@ def wait_schedulable(kube: Kube, names: Iterable[str], timeout: float = READY_TI
 
 def _schedulable(kube: Kube, name: str) -> bool:
     node = kube.get_or_none(path_of("v1", "nodes", name))
-    if node is None:
-        return True
+    return node is None or schedulable(node)
+
+
+def schedulable(node: Mapping[str, Any]) -> bool:
+    """KWOK reports the node Ready and the ``not-ready`` taint is lifted: pods can go there."""
     ready = any(
         cond.get("type") == "Ready" and cond.get("status") == "True"
         for cond in (node.get("status") or {}).get("conditions") or []

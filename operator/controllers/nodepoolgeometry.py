@@ -26,9 +26,9 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
-from tessera.domain.conditions import Verdict, conditions_for, landed
+from tessera.domain.conditions import Verdict, conditions_for, landed, warns
 from tessera.observability import metrics
-from tessera.observability.events import Ref
+from tessera.observability.events import EventType, Ref
 from tessera.observability.tracing import span
 
 from . import evictions
@@ -248,12 +248,5 @@ def _status(
         "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
     }
     if write_status(ctx, PLURAL, obj, status) and verdict.state != "ready":
-        # no room for a drain's pods holds the rollout until someone adds some: a Warning
-        warning = verdict.state == "stalled" or verdict.reason == rollout.capacity.REASON
-        ctx.events.post(
-            ref_of(obj),
-            verdict.reason,
-            verdict.message,
-            ctx.clock(),
-            "Warning" if warning else "Normal",
-        )
+        kind: EventType = "Warning" if warns(verdict) else "Normal"
+        ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), kind)

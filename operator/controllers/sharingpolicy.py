@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.domain import rollout
-from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.conditions import Verdict, conditions_for, warns
 from tessera.domain.sharing import planning, rollout_targets, status
 from tessera.domain.sharing.assignment import assign
 from tessera.observability import metrics
-from tessera.observability.events import Ref
+from tessera.observability.events import EventType, Ref
 from tessera.observability.tracing import span
 
 from . import rollout_driver, sharing_apply, sharing_observe, sharing_rollout
@@ -36,7 +36,6 @@ ROLLING_REQUEUE = 1.0  # seconds between passes while a rollout drains or verifi
 log = logging.getLogger("tessera.sharingpolicy")
 STATES = ("matched", "applied", "conflicted", "awaiting-rollout")
 _LOCK = threading.Lock()
-EventType = Literal["Normal", "Warning"]
 
 
 def reconcile(ctx: Context, name: str) -> Result:
@@ -56,8 +55,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
         wrote = _status(ctx, obj, summary, verdict)
         if wrote and verdict.state != "ready":
-            warn = verdict.state == "stalled" or verdict.reason == rollout.capacity.REASON
-            kind: EventType = "Warning" if warn else "Normal"
+            kind: EventType = "Warning" if warns(verdict) else "Normal"
             ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), kind)
         actions = len(rolled.actions) if rolled is not None else 0
         log.info(

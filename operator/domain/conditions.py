@@ -36,6 +36,16 @@ class Verdict:
     extra: tuple[tuple[str, Status, str, str], ...] = ()
 
 
+# A rollout holding its next node because the drain's pods would have nowhere to run.
+INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+
+
+def warns(verdict: Verdict) -> bool:
+    """Whether the Event for a not-Ready verdict is a Warning: the object is stuck (Stalled),
+    or held until someone adds room for the pods a drain would evict."""
+    return verdict.state == "stalled" or verdict.reason == INSUFFICIENT_CAPACITY
+
+
 def landed(verdict: Verdict, all_landed: bool) -> Verdict:
     """What a pass may report once it has tried its writes: a pass whose writes did not all
     land (a 409 on a node, an API error) is never Ready, since the plan judged the nodes as

@@ -26,6 +26,9 @@ EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects live
 BACKLOG = 10_000  # events waiting to be sent; beyond it new ones are dropped with a warning
 
 
+EventType = Literal["Normal", "Warning"]
+
+
 @dataclass(frozen=True)
 class Ref:
     api_version: str
@@ -62,7 +65,7 @@ class EventRecorder:
         reason: str,
         message: str,
         now: datetime,
-        type_: Literal["Normal", "Warning"] = "Normal",
+        type_: EventType = "Normal",
     ) -> None:
         key = (ref.kind, ref.name)
         with self._lock:

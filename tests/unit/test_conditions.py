@@ -1,8 +1,9 @@
 from datetime import UTC, datetime
+from typing import Literal
 
 import pytest
 
-from tessera.domain.conditions import Verdict, condition, conditions_for, landed
+from tessera.domain.conditions import Verdict, condition, conditions_for, landed, warns
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = datetime(2026, 1, 2, tzinfo=UTC)
@@ -58,3 +59,18 @@ def test_a_pass_whose_writes_did_not_all_land_is_never_ready(
     assert (got.state, got.reason) == (state, reason)
     if state == "progressing" and verdict.state == "ready":
         assert "did not land" in got.message
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "warning"),
+    [
+        ("stalled", "InvalidSpec", True),
+        ("progressing", "InsufficientCapacity", True),  # held until someone adds room
+        ("progressing", "Draining", False),
+        ("progressing", "WaitingForApproval", False),
+    ],
+)
+def test_an_event_warns_when_the_object_is_stuck_or_waits_for_room(
+    state: Literal["ready", "progressing", "stalled"], reason: str, warning: bool
+) -> None:
+    assert warns(Verdict(state, reason, "message")) is warning

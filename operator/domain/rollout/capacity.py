@@ -29,11 +29,12 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 
 from tessera.api import constants
+from tessera.domain.conditions import INSUFFICIENT_CAPACITY
 
 from .state import Phase
 from .views import GEOMETRY_PENDING, NodeView, PodView
 
-REASON = "InsufficientCapacity"
+REASON = INSUFFICIENT_CAPACITY
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # a cordon, as kube-controller-manager
 SHOWN_PODS = 5
 Moves = list[tuple[str, PodView]]  # node → a pod sent there
