@@ -1,4 +1,4 @@
-"""The Helm chart's values a platform team reaches for first, and the README's install command.
+"""The Helm chart's values a platform team reaches for first, and docs/install.md's install command.
 
 A ServiceMonitor needs the Prometheus Operator: the chart renders one only where the cluster
 serves its API (Helm's capabilities: discovery on install, ``--api-versions`` offline) or when
@@ -23,6 +23,8 @@ from .conftest import ROOT, Kubectl
 from .helpers import namespace
 from .tools import CHART, SERVICE_MONITOR_API, helm, helm_template
 
+INSTALL_DOC = ROOT / "docs" / "install.md"
+
 
 def docs(manifest: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(manifest) if d]
@@ -33,8 +35,8 @@ def kinds(manifest: str) -> list[str]:
 
 
 def readme_helm_block() -> list[str]:
-    """The commands of the first ``sh`` block under README's "### Helm", one per line."""
-    section = (ROOT / "README.md").read_text().split("### Helm\n", 1)[1]
+    """The commands of the first ``sh`` block under docs/install.md's "## Helm", one per line."""
+    section = INSTALL_DOC.read_text().split("\n## Helm\n", 1)[1]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     return [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
@@ -68,8 +70,8 @@ def test_the_readme_helm_install_works_without_the_prometheus_operator() -> None
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith(
         "REGISTRY/tessera:"
     )
-    # The README's way to add the monitor works where the API is served.
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    # docs/install.md's way to add the monitor works where the API is served.
+    readme = " ".join(INSTALL_DOC.read_text().split())
     hint = "With the Prometheus Operator installed, add `--set metrics.serviceMonitor.enabled=true`"
     assert hint in readme
     extra = ("--set", "metrics.serviceMonitor.enabled=true", *SERVICE_MONITOR_API)
@@ -119,13 +121,15 @@ def test_operator_env_and_env_from_reach_the_operator_container(
 
 def test_readme_documents_every_value_it_names() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    section = (ROOT / "README.md").read_text().split("### Helm\n", 1)[1].split("\n## ", 1)[0]
+    section = INSTALL_DOC.read_text().split("\n## Helm\n", 1)[1].split("\n## ", 1)[0]
     for dotted in sorted(
         set(re.findall(r"`(?:--set(?:-json)? '?)?((?:operator|metrics)\.[\w.]+)", section))
     ):
         node: Any = values
         for part in dotted.split("."):
-            assert isinstance(node, dict) and part in node, f"README names {dotted}, not in values"
+            assert isinstance(node, dict) and part in node, (
+                f"docs/install.md names {dotted}, not in values"
+            )
             node = node[part]
 
 

@@ -132,7 +132,7 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
 
     eventually(serving_pdb, 30, "serving-pdb counting both replicas, allowing no disruption")
 
-    # the README's walkthrough, as printed: the denser H100 layouts evict both, held by the PDB
+    # docs/plan.md's worked example, as printed: the denser H100 layouts evict both, held by the PDB
     manifest, printed = walkthrough()
     (tmp_path / "h100-denser.yaml").write_text(manifest)
     plan = subprocess.run(
@@ -151,9 +151,9 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
 
 
 def walkthrough() -> tuple[str, str]:
-    """The README's ``h100-denser.yaml`` and the output printed for ``tessera plan`` on it."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("$ cat h100-denser.yaml\n", 1)[1]
+    """docs/plan.md's ``h100-denser.yaml`` and the output printed for ``tessera plan`` on it."""
+    page = (ROOT / "docs" / "plan.md").read_text()
+    block = page.split("$ cat h100-denser.yaml\n", 1)[1]
     manifest, rest = block.split("$ tessera plan -f h100-denser.yaml\n", 1)
     return manifest, rest.split("$ echo $?", 1)[0]
 

@@ -245,8 +245,8 @@ def test_prune_tracking_id_selects_what_the_argo_cd_application_tracks(
     assert code == 2 and doc["deleted"] == ["TenantQuota/trk-ours"]
     code, out, _ = tessera_plan("--help")
     assert "--prune-tracking-id APP" in out
-    readme = (ROOT / "README.md").read_text()
-    assert "tessera plan --prune --prune-tracking-id gpu-platform -f gitops/" in readme
+    page = (ROOT / "docs" / "plan.md").read_text()
+    assert "tessera plan --prune --prune-tracking-id gpu-platform -f gitops/" in page
 
 
 # -- snapshots -----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The operator's namespace enforces Pod Security ``restricted``, and its replicas survive drains.
 
 The real API server runs PodSecurity admission. For the kustomize install (config/manager) and
-the Helm chart, a namespace gets the labels the install documents (namespace.yaml, README's
+the Helm chart, a namespace gets the labels the install documents (namespace.yaml, docs/install.md's
 ``kubectl label``), and the install's Deployment is created there for real: applied without a
 warning, its ReplicaSet creates every replica, while a copy that allows privilege escalation is
 warned about and its ReplicaSet's pods are refused (FailedCreate) — the namespace has teeth. The
@@ -40,7 +40,7 @@ def kustomize_install(kubectl: Kubectl) -> tuple[dict[str, str], list[dict[str, 
 def helm_install(kubectl: Kubectl) -> tuple[dict[str, str], list[dict[str, Any]]]:
     commands = [shlex.split(c) for c in readme_helm_block()]
     label = next((c for c in commands if c[:2] == ["kubectl", "label"]), None)
-    assert label, f"README's Helm install does not label the namespace: {commands}"
+    assert label, f"docs/install.md's Helm install does not label the namespace: {commands}"
     assert label[:4] == ["kubectl", "label", "namespace", "tessera-system"], label
     labels = dict(arg.split("=", 1) for arg in label[4:])
     return labels, [d for d in yaml.safe_load_all(helm_template()) if d]

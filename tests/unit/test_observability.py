@@ -1,4 +1,4 @@
-"""Metrics catalog vs the README table; spans per reconcile and per action; logfmt lines."""
+"""Metrics catalog vs the table in docs/observability.md; spans per reconcile and per action; logfmt lines."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tessera.observability import logs, metrics, tracing
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
 
 
 def readme_metrics() -> dict[str, tuple[str, str]]:
-    """Rows of the README's metrics table: name → (type, labels)."""
-    text = README.read_text()
+    """Rows of docs/observability.md's metrics table: name → (type, labels)."""
+    text = METRICS_DOC.read_text()
     section = text[text.index("## Metrics") :]
     rows = re.findall(r"^\| `(tessera_\w+)` \| (\w+) \| ([^|]*) \|", section, re.M)
     return {name: (kind, labels.strip()) for name, kind, labels in rows}
