@@ -1,7 +1,7 @@
 """A stand-in for Huawei's ``npu-smi`` that keeps its vNPUs in a JSON file.
 
 Only the two commands Tessera's agent runs are implemented, with the real
-argument syntax (hami_ascend.md §4.6): ``set -t create-vnpu -i ID -c CHIP -f
+argument syntax (docs/facts/ascend.md §npu-smi): ``set -t create-vnpu -i ID -c CHIP -f
 TEMPLATE [-v VNPU_ID] [-g VGROUP]`` and ``set -t destroy-vnpu -i ID -c CHIP
 -v VNPU_ID``. It refuses what a chip would refuse — an unknown template, more
 AI cores than the chip has, a duplicate or unknown vNPU id — so agent tests

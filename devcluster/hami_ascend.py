@@ -56,7 +56,7 @@ class ChipConfig:
         return self.memory_allocatable // self.smallest_template
 
 
-# HAMi v2.10 chart values (hami_ascend.md §1.5), by DCMI chip name, for the catalog's chips.
+# HAMi v2.10 chart values by DCMI chip name (docs/facts/hami.md §Ascend values HAMi ships).
 CHIPS = {
     "310P3": ChipConfig("Ascend310P", 21527, 3072, 8),
     "910B4": ChipConfig("Ascend910B4", 32768, 8192, 20),

@@ -1,9 +1,9 @@
 """The simulated MIG manager's decisions: read a mig-parted config, place every GPU's instances.
 
-The config is read the way mig-parted reads it (nvidia.md §4.1: ``version: v1``,
+The config is read as mig-parted does (docs/facts/mig.md §The mig-parted config: ``version: v1``,
 ``mig-configs``, entries with ``devices`` and ``mig-enabled``, later entries win per GPU) and
 each GPU's instances are placed on the model's grid from ``mig_placements.yaml``
-(mig_geometry.md §0.3: every instance at one of its profile's start slots, no slot covered
+(docs/facts/mig.md §Placement rules: each instance at one of its profile's starts, no slot covered
 twice, no profile beyond its cap). Nothing here asks Tessera whether a layout is valid.
 """
 

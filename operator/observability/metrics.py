@@ -1,7 +1,7 @@
-"""Prometheus metrics Tessera exports on /metrics (documented in the README's table).
+"""Prometheus metrics Tessera exports on /metrics (docs/observability.md §Metrics).
 
 Defined once here so every name, type and label set is in one place and the
-README table can be checked against it.
+table in docs/observability.md can be checked against it.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ NAMES = gpunode.Names(mig_name="sim-mig-manager-test")  # not the ConfigMap Tess
 NODE = "simmig-a100-0"
 CONFIGS = {
     # 2x 3g.20gb cover all 8 slots of an A100-40GB; mig-parted's own known_configs.go would
-    # accept the extra 1g, summing compute slices only (mig_geometry.md §5.3)
+    # accept the extra 1g, summing compute slices only (docs/facts/mig.md §Lists that sum slices)
     "three-g-twice-plus-one": {"3g.20gb": 2, "1g.5gb": 1},
     "four-g-two-of-them": {"4g.20gb": 2},
     "four-plus-three": {"4g.20gb": 1, "3g.20gb": 1},

@@ -2,7 +2,7 @@
 
 Ascend chips are split by templates (``vir02``, ``vir10_3c_16g`` ...) rather
 than placements, so validity is arithmetic over the chip's AI cores, AI CPUs,
-memory, instance limit, vGroups (310P) and DVPP ownership (hami_ascend.md §4).
+memory, instance limit, vGroups (310P) and DVPP (docs/facts/ascend.md §Combining templates).
 Facts live in ``ascend_catalog.yaml``; where a source is missing (template
 memory of ``vir04_3c``, 910B instance limit) the value is ``None`` and that
 rule is skipped rather than guessed. Pure: reads only its packaged data.

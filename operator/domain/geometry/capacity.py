@@ -10,7 +10,7 @@ Resource names follow the NVIDIA device plugin: under ``mixed`` each profile is
 ``nvidia.com/mig-1g.10gb.me``; resource names cannot hold ``+``), and GPUs with
 MIG disabled stay ``nvidia.com/gpu``. Under ``single`` every MIG device is an
 ``nvidia.com/gpu``, and the plugin refuses a node whose GPUs mix MIG on and off
-or carry more than one profile (nvidia.md §2). Zero counts are omitted.
+or carry more than one profile (docs/facts/nvidia.md §MIG strategies). Zero counts are omitted.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Per-device layouts of a pool: which layout each device index gets, and the names of configs.
 
 A pool declares layouts as ``devices: all`` plus optional explicit index lists
-that override it (api.md). MIG and vNPU share that shape, so this module works
+that override it (docs/geometry.md §Devices of a layout). MIG and vNPU share it, so the module works
 on plain ``(devices, counts)`` pairs and is used by both renderers and both
 capacity calculations. Rendered entries never overlap: mig-parted applies every
 matching entry and also *asserts* every matching entry, so an ``all`` entry that
 an override contradicts would never assert cleanly. When overrides exist, the
 ``all`` part is therefore written as the explicit complement over the index
 range the API allows (0-15); indexes a node lacks match nothing there, which
-is mig-parted's documented behaviour (nvidia.md §4.2). Devices no layout covers
+is mig-parted's behaviour (docs/facts/mig.md §Selecting devices). Devices no layout covers
 get the empty layout (MIG disabled / whole NPU), so capacity is never a guess.
 """
 

@@ -6,7 +6,7 @@ ConfigMap and points a node's ``nvidia.com/mig.config`` label at one. Names are
 config under an old name, and a rollback needs the old one to stay addressable.
 One call renders every layout set a pool needs at once (typically the desired
 one and the last good one), after checking each against every GPU model in the
-pool so an impossible layout never reaches a node. Format: nvidia.md §4.1 —
+pool so an impossible layout never reaches a node. Format: docs/facts/mig.md §The mig-parted config:
 ``version: v1``, ``mig-configs``, ``devices: all`` or indexes, ``mig-enabled:
 false`` (without ``mig-devices``) for an empty layout. ``mig-devices`` lists the
 biggest profiles first, the order in which they are created most safely.

@@ -3,7 +3,7 @@
 A layout is valid iff every GPU instance can sit at one of its profile's
 ``-lgipp`` placements without two instances sharing a slot, no profile exceeds
 its ``Instances Total``, the GPU's instance limit holds, and at most one
-media-extension profile is present (mig_geometry.md §0, §4). Validity is an
+media-extension profile is present (docs/facts/mig.md §Placement rules). Validity is an
 exact-cover question, so it is answered by a search over bitmasks, never by
 summing slices. Results are memoised per (model, multiset): a cluster repeats
 a handful of layouts on thousands of GPUs. Reasons for a refusal are written by

@@ -18,7 +18,7 @@ same way::
 Capacity uses the names the Ascend device plugin gives static vNPUs:
 ``huawei.com/<vNPU type>`` (``huawei.com/Ascend310P-2c``,
 ``huawei.com/Ascend910-5c.1cpu.8g``), and ``huawei.com/Ascend310P`` /
-``huawei.com/Ascend910`` for an NPU left whole (hami_ascend.md §2.6, MindCluster
+``huawei.com/Ascend910`` for an NPU left whole (docs/facts/ascend.md §Resource names, MindCluster
 static vNPU). HAMi's dynamic template mode uses other names and is configured
 by SharingPolicy, not here.
 """

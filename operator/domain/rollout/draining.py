@@ -1,4 +1,4 @@
-"""One bounded, non-blocking drain pass over one node (drain.md §4.3 step 4).
+"""One bounded, non-blocking drain pass over one node (docs/facts/drain.md §One drain pass).
 
 Each reconcile recomputes the pods to evict from a fresh observation (pods that
 slipped onto the cordoned node are simply evicted next), evicts those it may,
@@ -32,7 +32,7 @@ BACKOFF_CAP_S = 60.0
 
 
 def backoff(attempts: int) -> timedelta:
-    """5 s, 10 s, 20 s, 40 s, then 60 s: kubectl's 5 s is the floor (drain.md §4.5)."""
+    """5, 10, 20, 40, then 60 s; kubectl's 5 s floor (docs/facts/drain.md §Eviction retries)."""
     return timedelta(seconds=min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, attempts - 1)))
 
 

@@ -1,7 +1,7 @@
 """Turning one pass's per-node results into what users read: counts, problems, a Verdict.
 
 Messages name the node, the pod, the PDB or the rule, because the reader is a
-person deciding what to do (api.md, Conditions). Problems are bounded so a
+person deciding what to do (docs/architecture.md §Status and conditions). Problems are bounded so a
 large broken pool cannot blow up the object's status.
 """
 

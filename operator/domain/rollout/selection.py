@@ -1,6 +1,6 @@
 """Which pods a node change must evict, and which PodDisruptionBudgets guard them.
 
-The default follows the GPU Operator's predicate (drain.md §3.8): pods that
+The default follows the GPU Operator's predicate (docs/facts/drain.md §Pods to evict): pods that
 request accelerator resources, because only they hold the device. A custom
 ``drain.podSelector`` *adds* pods (for example ones that reach the GPU through
 a runtime class without a request); it never removes accelerator pods, since a
@@ -38,7 +38,7 @@ def matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
 
 
 def _custom(drain: DrainSpec) -> LabelSelector | None:
-    """An empty selector means the default, as api.md's example ``podSelector: {}`` reads."""
+    """An empty selector means the default, as docs/geometry.md §The spec reads it."""
     sel = drain.pod_selector
     if sel is None or (not sel.match_labels and not sel.match_expressions):
         return None

@@ -1,7 +1,7 @@
 """The per-node rollout state, persisted on the Node as one compact JSON annotation.
 
 Nothing that matters lives in memory: a restarted operator reads this record
-and resumes exactly where the last one stopped (drain.md §4.4). The record is
+and resumes exactly where the last one stopped (docs/facts/drain.md §Crash safety). The record is
 self-contained: it carries the full target (labels, watched agent label,
 expected allocatable) and the layout to roll back to, so a node can be
 finished or backed out even after its pool object is gone. ``orig`` is the

@@ -17,7 +17,7 @@ def counts(*profiles: str) -> dict[str, int]:
 @pytest.mark.parametrize(
     ("model_id", "profiles", "valid"),
     [
-        # observed on hardware (mig_geometry.md §4.2)
+        # observed on hardware (docs/facts/mig.md §Layouts seen on hardware)
         ("A100-40GB", ("3g.20gb", "3g.20gb"), True),
         ("A100-40GB", ("4g.20gb", "2g.10gb", "1g.5gb"), True),
         ("A100-40GB", ("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"), True),
@@ -30,7 +30,7 @@ def counts(*profiles: str) -> dict[str, int]:
         ("RTXPRO6000-96GB", ("1g.24gb",) * 4, True),
         ("RTXPRO6000-96GB", ("2g.48gb", "1g.24gb", "1g.24gb"), True),
         ("A100-40GB", ("4g.20gb", "3g.20gb"), True),  # R510+
-        # known invalid (§4.1)
+        # known invalid (docs/facts/mig.md §Layouts seen on hardware)
         ("H100-80GB", ("3g.40gb", "3g.40gb", "1g.10gb"), False),
         ("H100-80GB", ("4g.40gb", "4g.40gb"), False),
         ("H100-80GB", ("2g.20gb",) * 4, False),

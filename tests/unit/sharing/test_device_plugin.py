@@ -13,7 +13,7 @@ from sharing_builders import check_golden, gpu_node, policy
 from tessera.domain.sharing import device_plugin, node_rules, parsing
 from tessera.domain.sharing.device_plugin import DevicePluginConfig, Replicated
 
-# The schema of reference/nvidia.md §1.3 as far as Tessera writes it.
+# The schema as far as Tessera writes it: docs/facts/nvidia.md §Sharing in the device-plugin config
 BLOCK_KEYS = {"renameByDefault", "failRequestsGreaterThanOne", "resources"}
 
 

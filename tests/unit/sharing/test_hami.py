@@ -16,7 +16,7 @@ from tessera.domain.sharing.outcomes import result_of
 
 NV_WHERE = "kube-system/hami-device-plugin (config.json)"
 ASC_WHERE = "kube-system/hami-device-node-config (node-config.yaml)"
-# Keys of a nodeconfig entry (reference/hami_ascend.md §2.1) and of an Ascend node entry (§2.2).
+# Keys of HAMi's NVIDIA and Ascend node entries: docs/facts/hami.md §NVIDIA per-node config
 NODECONFIG_KEYS = {
     "name", "operatingmode", "devicesplitcount", "devicememoryscaling", "devicecorescaling",
     "preconfigureddevicememory", "libcudaloglevel", "enablenumatopology", "migstrategy",

@@ -44,7 +44,7 @@ def test_known_valid_layouts_fit(model: str, layout: dict[str, int]) -> None:
     [
         ("A100-40GB", {"4g.20gb": 2}, "at most 1 per GPU"),
         # 2x 3g cover all 8 slots (§2.2: {0,4}:4); 3g+3g+1g is the layout that mig-parted's
-        # known_configs.go wrongly accepts, summing compute slices only (mig_geometry.md §5.3).
+        # known_configs.go wrongly accepts (docs/facts/mig.md §Lists that sum slices).
         ("A100-40GB", {"3g.20gb": 2, "1g.5gb": 1}, "do not fit side by side"),
         ("A100-40GB", {"4g.20gb": 1, "3g.20gb": 1, "1g.5gb": 1}, "do not fit side by side"),
         ("A100-40GB", {"2g.10gb": 4}, "at most 3 per GPU"),
@@ -101,7 +101,7 @@ def _layouts(gpu: hardware.Gpu) -> list[dict[str, int]]:
 @pytest.mark.parametrize("gpu", hardware.gpu_models(), ids=lambda g: g.model)
 def test_the_simulator_and_tessera_agree_on_every_layout(gpu: hardware.Gpu) -> None:
     """Two independent sources: a disagreement is a bug in one of them (fix the one that
-    contradicts mig_geometry.md)."""
+    contradicts docs/facts/mig.md)."""
     model = catalog.resolve(gpu.product)
     assert model.id == gpu.model
     assert set(model.profile_names) == set(gpu.profiles)
