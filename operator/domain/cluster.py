@@ -155,7 +155,7 @@ def pod_reads(
     fresh, ranked = [], []
     for node in nodes:
         want, state = desired.get(node.name), node.state
-        if state is not None and state.phase != rollout.Phase.UPDATED:
+        if state is not None:
             if reads_pods(node, state, want):
                 fresh.append(node.name)
         elif want is not None and not want.invalid and not at_target(node, want):

@@ -102,7 +102,7 @@ def _pool(
         by_node.setdefault(pod.node, []).append(pod)
     changes = []
     for report in sorted(plan.nodes, key=lambda r: r.name):
-        if report.phase == rollout.Phase.UPDATED:
+        if report.phase == rollout.ReportPhase.UPDATED:
             continue
         view = seen.views[report.name]
         target = seen.targets[report.name]

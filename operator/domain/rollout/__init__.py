@@ -6,7 +6,8 @@ Public surface (import the modules, or these names):
 - ``backout.backout(pool, policy, nodes, now) -> Backout`` (deletion / finalizer)
 - ``views``: ``NodeView``, ``PodView``, ``PdbView``, ``DesiredNode``, ``Taint``, ``Toleration``
 - ``capacity.room(nodes, pods) -> Room``: what ``plan(..., room=)`` checks a drain against
-- ``state``: ``NodeState``, ``Phase``, ``encode``, ``decode``, ``StateError``
+- ``state``: ``NodeState``, ``Phase`` (persisted), ``ReportPhase`` (reported), ``TRANSITIONS``,
+  ``encode``, ``decode``, ``StateError``
 - ``actions``: the action dataclasses and ``describe``
 """
 
@@ -27,7 +28,7 @@ from .backout import Backout, backout
 from .capacity import Room, room
 from .planning import Plan, plan
 from .reporting import NodeReport
-from .state import NodeState, Phase, StateError, TargetSpec, decode, encode
+from .state import NodeState, Phase, ReportPhase, StateError, TargetSpec, decode, encode
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, Taint, Toleration
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "Plan",
     "PodView",
     "RemoveTaint",
+    "ReportPhase",
     "Room",
     "SetNodeLabels",
     "SetNodeState",

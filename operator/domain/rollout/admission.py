@@ -20,7 +20,7 @@ from . import actions as act
 from . import capacity, gates, selection, targets
 from .machine import Context
 from .outcome import Outcome, Problem
-from .state import NodeState, Phase
+from .state import NodeState, Phase, ReportPhase, check
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView
 
 
@@ -34,7 +34,7 @@ def disrupted(nodes: Sequence[NodeView], desired: Mapping[str, DesiredNode]) -> 
     """
     out: dict[str, str] = {}
     for n in nodes:
-        busy = n.state is not None and n.state.phase != Phase.UPDATED and not n.state.rolled_back
+        busy = n.state is not None and not n.state.rolled_back
         d = desired.get(n.name)
         if d is None and not busy:
             continue
@@ -138,7 +138,13 @@ def admit(
             if g.disruptions_allowed <= 0
         }
         hard = [h for p in chosen if (h := selection.hard_blocker(p, ctx.policy.drain, ctx.pdbs))]
-        wait = Outcome(node.name, Phase.PENDING, "", pods_left=len(chosen), blocking_pdbs=pdbs)
+        wait = Outcome(
+            node=node.name,
+            phase=ReportPhase.PENDING,
+            why="",
+            pods_left=len(chosen),
+            blocking_pdbs=pdbs,
+        )
         starts = (node.unschedulable and node.name in taken) or free > 0
         if hard:
             wait.why = f"not started, the drain could not finish: {'; '.join(hard)}"
@@ -196,6 +202,7 @@ def room_for(
 def start(ctx: Context, node: NodeView, d: DesiredNode, slot: str, wait: Outcome) -> Outcome:
     """Reserve the node (state written *before* the cordon, with the original schedulability)."""
     why = f"cordon {node.name}: layout {d.target} differs; {slot}"
+    check(node.state.phase if node.state else None, Phase.CORDONED)  # over a settled record
     state = NodeState(
         phase=Phase.CORDONED,
         owner=ctx.owner,
@@ -210,11 +217,11 @@ def start(ctx: Context, node: NodeView, d: DesiredNode, slot: str, wait: Outcome
     if not node.unschedulable:
         acts.append(act.Cordon(node.name, why))
     return Outcome(
-        node.name,
-        Phase.CORDONED,
-        why,
-        state,
-        acts,
+        node=node.name,
+        phase=ReportPhase.CORDONED,
+        why=why,
+        state=state,
+        actions=acts,
         pods_left=wait.pods_left,
         blocking_pdbs=wait.blocking_pdbs,
     )

@@ -48,7 +48,7 @@ def backout(pool: str, policy: RolloutSpec, nodes: Sequence[NodeView], now: date
                 warnings.append(f"{node.name} left cordoned: its original state was unreadable")
             continue
         if s is not None and s.owner != pool:
-            if s.phase.value != "Updated" and not s.rolled_back:
+            if not s.rolled_back:
                 continue
             s = None
         if s is None:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from tessera.api import constants
 from tessera.domain.conditions import INSUFFICIENT_CAPACITY
 
-from .state import Phase
 from .views import GEOMETRY_PENDING, NodeView, PodView
 
 REASON = INSUFFICIENT_CAPACITY
@@ -69,7 +68,7 @@ def accepts(node: NodeView, pod: PodView) -> bool:
 
 def _open(node: NodeView) -> bool:
     s = node.state
-    busy = s is not None and s.phase != Phase.UPDATED and not s.rolled_back
+    busy = s is not None and not s.rolled_back
     taken = node.unschedulable or not node.ready or node.has_taint(GEOMETRY_PENDING)
     return not (taken or busy or node.state_error)
 

@@ -1,11 +1,9 @@
 """The per-node state machine: one step for a node Tessera is changing.
 
-    Cordoned → Draining ⇄ Blocked → Applying → Verifying → Uncordoning → (cleared = Updated)
-                                        ↑           ↓
-                                        └─ Failed ←─┘   (Rollback re-applies the last good layout)
-
-    any phase before Uncordoning → Uncordoning when the spec returns to the layout the node
-    still runs (backed out: nothing more is evicted or applied)
+``step`` dispatches on the persisted phase; which phase may follow which is
+``state.TRANSITIONS``, which ``NodeState.to`` enforces and docs/rollout.md
+draws. One step may take several edges (Cordoned → Draining → Applying →
+Verifying when nothing is left to evict); only the last phase is written.
 
 A step looks at the persisted state and the fresh observation only (never at
 what the previous pass *meant* to do), so re-running it after a crash at any
@@ -26,10 +24,10 @@ from .capacity import Room
 from .draining import drain_pass
 from .outcome import Outcome, Problem
 from .releasing import release
-from .state import NodeState, Phase, ts
+from .state import NodeState, Phase, ReportPhase, ts
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
 
-UNTOUCHED = (Phase.PENDING, Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED)
+UNTOUCHED = (Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED)
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ class Context:
         return gates.duration(self.policy.verify_timeout)
 
 
-READS_PODS = (Phase.PENDING, Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED, Phase.APPLYING)
+READS_PODS = (Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED, Phase.APPLYING)
 
 
 def reads_pods(node: NodeView, s: NodeState, d: DesiredNode | None) -> bool:
@@ -77,12 +75,12 @@ def step(ctx: Context, node: NodeView, s: NodeState, d: DesiredNode) -> Outcome:
         return release(
             node, s, ctx.now, f"back out: layout {d.target} is invalid here: {d.invalid}"
         )
-    if not d.invalid and d.target != s.goal and s.phase not in (Phase.UNCORDONING, Phase.UPDATED):
+    if not d.invalid and d.target != s.goal and s.phase != Phase.UNCORDONING:
         if targets.at_target(node, d):
             return backed_out(node, s, d, ctx.now)
         s = retarget(s, d, ctx.now)
     match s.phase:
-        case Phase.PENDING | Phase.CORDONED:
+        case Phase.CORDONED:
             return cordoned(ctx, node, s)
         case Phase.DRAINING | Phase.BLOCKED:
             return draining(ctx, node, s)
@@ -136,7 +134,14 @@ def hold(node: NodeView, s: NodeState, why: str) -> tuple[NodeState, list[act.Ac
 def cordoned(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     s2, acts = hold(node, s, f"cordon {node.name} for layout {s.target.id}")
     if acts:
-        return Outcome(node.name, Phase.CORDONED, "cordon before drain", s2, acts, waiting=True)
+        return Outcome(
+            node=node.name,
+            phase=ReportPhase.CORDONED,
+            why="cordon before drain",
+            state=s2,
+            actions=acts,
+            waiting=True,
+        )
     start = replace(s.to(Phase.DRAINING, ctx.now), drain_started=ctx.now)
     return draining(ctx, node, start)
 
@@ -144,7 +149,14 @@ def cordoned(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
 def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     s2, acts = hold(node, s, f"re-cordon {node.name}: it was uncordoned during the drain")
     if acts:
-        return Outcome(node.name, s.phase, "re-cordon before evicting", s2, acts, waiting=True)
+        return Outcome(
+            node=node.name,
+            phase=ReportPhase.of(s.phase),
+            why="re-cordon before evicting",
+            state=s2,
+            actions=acts,
+            waiting=True,
+        )
     started = s.drain_started or s.since
     timed_out = ctx.now - started > ctx.drain_timeout
     dp = drain_pass(
@@ -172,30 +184,27 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
             s = s.to(Phase.BLOCKED, ctx.now, msg)
         problem = Problem("DrainBlocked", msg, ts(s.since))
         return Outcome(
-            node.name,
-            Phase.BLOCKED,
-            f"drain blocked: {msg}",
-            s,
-            dp.actions,
-            None,
-            problem,
-            left,
-            dp.blocking_pdbs,
+            node=node.name,
+            phase=ReportPhase.BLOCKED,
+            why=f"drain blocked: {msg}",
+            state=s,
+            actions=dp.actions,
+            problem=problem,
+            pods_left=left,
+            blocking_pdbs=dp.blocking_pdbs,
             held=tuple(dp.held),
         )
     if s.phase == Phase.BLOCKED:
         s = s.to(Phase.DRAINING, ctx.now)
     why = f"draining {node.name}: {left} pod(s) left"
     return Outcome(
-        node.name,
-        Phase.DRAINING,
-        why,
-        s,
-        dp.actions,
-        None,
-        None,
-        left,
-        dp.blocking_pdbs,
+        node=node.name,
+        phase=ReportPhase.DRAINING,
+        why=why,
+        state=s,
+        actions=dp.actions,
+        pods_left=left,
+        blocking_pdbs=dp.blocking_pdbs,
         held=tuple(dp.held),
     )
 
@@ -204,7 +213,12 @@ def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     s2, acts = hold(node, s, f"re-cordon {node.name} before changing its layout")
     if acts:
         return Outcome(
-            node.name, Phase.APPLYING, "re-cordon before applying", s2, acts, waiting=True
+            node=node.name,
+            phase=ReportPhase.APPLYING,
+            why="re-cordon before applying",
+            state=s2,
+            actions=acts,
+            waiting=True,
         )
     if selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain):
         again = replace(
@@ -215,7 +229,13 @@ def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     verb = "roll back to" if s.rollback_of else "apply"
     why = f"{verb} layout {s.target.id} on {node.name}: drained, recount found no pods"
     acts = [act.SetNodeLabels(node.name, patch, why)] if patch else []
-    return Outcome(node.name, Phase.VERIFYING, why, s.to(Phase.VERIFYING, ctx.now), acts)
+    return Outcome(
+        node=node.name,
+        phase=ReportPhase.VERIFYING,
+        why=why,
+        state=s.to(Phase.VERIFYING, ctx.now),
+        actions=acts,
+    )
 
 
 def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
@@ -229,7 +249,11 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
             return draining(ctx, node, again)
         why = f"request layout {s.target.id} on {node.name} again: its labels differ"
         return Outcome(
-            node.name, Phase.VERIFYING, why, s, [act.SetNodeLabels(node.name, patch, why)]
+            node=node.name,
+            phase=ReportPhase.VERIFYING,
+            why=why,
+            state=s,
+            actions=[act.SetNodeLabels(node.name, patch, why)],
         )
     agent = targets.agent_state(s.target, node)
     if agent == targets.FAILED:
@@ -241,13 +265,24 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
         text = f"layout {s.target.id} not verified within {ctx.policy.verify_timeout}: {missing}"
         return fail(ctx, s, node, text)
     s2, acts = hold(node, s, f"re-cordon {node.name} while its layout changes")
-    return Outcome(node.name, Phase.VERIFYING, f"waiting: {missing}", s2, acts, waiting=True)
+    return Outcome(
+        node=node.name,
+        phase=ReportPhase.VERIFYING,
+        why=f"waiting: {missing}",
+        state=s2,
+        actions=acts,
+        waiting=True,
+    )
 
 
 def fail(ctx: Context, s: NodeState, node: NodeView, message: str) -> Outcome:
     nxt = s.to(Phase.FAILED, ctx.now, message)
     return Outcome(
-        node.name, Phase.FAILED, message, nxt, problem=Problem("NodeFailed", message, ts(ctx.now))
+        node=node.name,
+        phase=ReportPhase.FAILED,
+        why=message,
+        state=nxt,
+        problem=Problem("NodeFailed", message, ts(ctx.now)),
     )
 
 
@@ -256,11 +291,17 @@ def failed(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     if ctx.policy.on_failure == "Rollback" and good is not None and s.rollback_of is None:
         why = f"roll back {node.name} to {good.id}: {s.message}"
         nxt = replace(s.to(Phase.APPLYING, ctx.now), target=good, rollback_of=s.target.id)
-        return Outcome(node.name, Phase.APPLYING, why, nxt)
+        return Outcome(node=node.name, phase=ReportPhase.APPLYING, why=why, state=nxt)
     hint = ""
     if s.rollback_of:
         hint = f" (rolling back from {s.rollback_of} failed too)"
     elif ctx.policy.on_failure == "Rollback":
         hint = " (no earlier layout to roll back to)"
     msg = s.message + hint
-    return Outcome(node.name, Phase.FAILED, msg, s, problem=Problem("NodeFailed", msg, ts(s.since)))
+    return Outcome(
+        node=node.name,
+        phase=ReportPhase.FAILED,
+        why=msg,
+        state=s,
+        problem=Problem("NodeFailed", msg, ts(s.since)),
+    )

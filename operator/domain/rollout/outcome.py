@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from . import actions as act
 from .draining import Held
-from .state import NodeState, Phase
+from .state import NodeState, ReportPhase
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,7 @@ class Problem:
     since: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     """What one node needs this pass.
 
@@ -27,7 +27,8 @@ class Outcome:
     """
 
     node: str
-    phase: Phase
+    phase: ReportPhase
+    """What the pass reports for the node (``state`` is what is written)."""
     why: str
     state: NodeState | None = None
     actions: list[act.Action] = field(default_factory=list)

@@ -35,7 +35,7 @@ from .machine import Context, step, untouched
 from .outcome import Outcome
 from .releasing import back_out
 from .reporting import NodeReport
-from .state import NodeState, Phase, ts
+from .state import NodeState, ReportPhase, check, ts
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
 
 DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
@@ -66,7 +66,7 @@ class Plan:
 
 
 def in_flight(s: NodeState) -> bool:
-    return s.phase != Phase.UPDATED and not s.rolled_back
+    return not s.rolled_back
 
 
 @dataclass
@@ -86,14 +86,16 @@ class _Pass:
         self,
         node: str,
         d: DesiredNode | None,
-        phase: Phase,
+        phase: ReportPhase,
         msg: str = "",
         held: tuple[Held, ...] = (),
     ) -> None:
         if d is not None:
             self.reports.append(NodeReport(node, phase, d.target, msg, held))
 
-    def problem(self, node: str, phase: Phase, reason: str, msg: str, since: str = "") -> None:
+    def problem(
+        self, node: str, phase: ReportPhase, reason: str, msg: str, since: str = ""
+    ) -> None:
         self.problems.append(
             NodeProblem(node=node, phase=phase.value, reason=reason, message=msg, since=since)
         )
@@ -142,14 +144,16 @@ def plan(
     for o in waiting:
         acc.take(o, None, desired[o.node])
         acc.to_evict += o.pods_left
-        if o.phase == Phase.CORDONED:
+        if o.phase == ReportPhase.CORDONED:
             acc.tidy.pop(o.node, None)  # admission writes its own taint
     for tidy in acc.tidy.values():
         acc.actions.extend(tidy)
     stages = tuple(stage for stage in (stepping, tuple(acc.actions)) if stage)
     problems = reporting.bounded(acc.problems)
     digest = targets.plan_hash(pool, desired)
-    busy = any(r.phase in reporting.IN_PROGRESS or r.phase == Phase.BLOCKED for r in acc.reports)
+    busy = any(
+        r.phase in reporting.IN_PROGRESS or r.phase == ReportPhase.BLOCKED for r in acc.reports
+    )
     requeue = DRAIN_REQUEUE_S if busy or stages else GATE_REQUEUE_S if gate else None
     return Plan(
         stages=stages,
@@ -158,7 +162,7 @@ def plan(
         problems=problems,
         summary=RolloutPlan(
             hash=digest,
-            nodes_to_change=sum(1 for r in acc.reports if r.phase != Phase.UPDATED),
+            nodes_to_change=sum(1 for r in acc.reports if r.phase != ReportPhase.UPDATED),
             pods_to_evict=acc.to_evict,
             blocking_pdbs=sorted(acc.blocking),
         ),
@@ -174,12 +178,14 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
     s = node.state
     if node.state_error:
         msg = f"rollout state unreadable ({node.state_error}); fix or remove the annotation"
-        acc.problem(node.name, Phase.FAILED, "NodeFailed", msg)
-        acc.report(node.name, d, Phase.FAILED, msg)
+        acc.problem(node.name, ReportPhase.FAILED, "NodeFailed", msg)
+        acc.report(node.name, d, ReportPhase.FAILED, msg)
         return
     if s is not None and s.owner != ctx.owner:
         if in_flight(s):
-            acc.report(node.name, d, Phase.PENDING, f"{node.name} is being changed by {s.owner}")
+            acc.report(
+                node.name, d, ReportPhase.PENDING, f"{node.name} is being changed by {s.owner}"
+            )
             return
         s = None
     if s is not None and in_flight(s):
@@ -188,8 +194,10 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
             acc.take(back_out(node, s, ctx.now, ctx.verify_timeout, why), s, d)
             return
         o = step(ctx, node, s, d)
-        released = o.phase in (Phase.PENDING, Phase.UPDATED)
-        if not released and (untouched(s) or o.phase in (Phase.DRAINING, Phase.BLOCKED)):
+        released = o.phase in (ReportPhase.PENDING, ReportPhase.UPDATED)
+        if not released and (
+            untouched(s) or o.phase in (ReportPhase.DRAINING, ReportPhase.BLOCKED)
+        ):
             acc.to_evict += len(selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain))
         acc.take(o, s, d)
         return
@@ -198,13 +206,13 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
         return
     if d.invalid:
         msg = f"the layout is impossible on this node: {d.invalid}"
-        acc.problem(node.name, Phase.PENDING, "InvalidGeometryForModel", msg)
-        acc.report(node.name, d, Phase.PENDING, msg)
+        acc.problem(node.name, ReportPhase.PENDING, "InvalidGeometryForModel", msg)
+        acc.report(node.name, d, ReportPhase.PENDING, msg)
     elif s is not None and s.goal == d.target:
-        acc.problem(node.name, Phase.FAILED, "NodeFailed", s.message, ts(s.since))
-        acc.report(node.name, d, Phase.FAILED, s.message)
+        acc.problem(node.name, ReportPhase.FAILED, "NodeFailed", s.message, ts(s.since))
+        acc.report(node.name, d, ReportPhase.FAILED, s.message)
     elif targets.verified(targets.target_of(d), node):
-        acc.report(node.name, d, Phase.UPDATED)
+        acc.report(node.name, d, ReportPhase.UPDATED)
     else:
         acc.candidates.append((node, d))
 
@@ -228,5 +236,6 @@ def idle(node: NodeView, s: NodeState | None, d: DesiredNode | None, pool: str) 
         d is None or (not d.invalid and targets.verified(targets.target_of(d), node))
     ):
         why = f"{node.name} is not in pool {pool}" if d is None else f"layout {d.target} is live"
+        check(s.phase, None)  # a settled record (a finished rollback), no longer needed
         acts.append(act.ClearNodeState(node.name, why))
     return acts

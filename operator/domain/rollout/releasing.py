@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from . import actions as act
 from . import targets
 from .outcome import Outcome
-from .state import NodeState, Phase
+from .state import NodeState, Phase, ReportPhase, check
 from .views import GEOMETRY_PENDING, NodeView
 
 
@@ -36,16 +36,25 @@ def release(
     final: act.Action
     if settle and s.rollback_of:
         text = f"layout {s.rollback_of} failed; rolled back to {s.target.id}"
-        settled = replace(s.to(Phase.FAILED, now, text), rolled_back=True, evictions={})
+        settled = replace(first.to(Phase.FAILED, now, text), rolled_back=True, evictions={})
         final = act.SetNodeState(node.name, settled, text)
-        phase = Phase.FAILED
+        phase = ReportPhase.FAILED
     else:
+        check(first.phase, None)
         final = act.ClearNodeState(node.name, why)
-        phase = Phase.UPDATED if settle else Phase.PENDING
+        phase = ReportPhase.UPDATED if settle else ReportPhase.PENDING
     # A cordon someone else set keeps the node unavailable, but once it runs its target (or
     # has settled its rollback) Tessera is done with it: it holds no slot of the budget.
     schedulable = not node.unschedulable or not s.orig or settle
-    return Outcome(node.name, phase, why, first, acts, final, frees_slot=schedulable and node.ready)
+    return Outcome(
+        node=node.name,
+        phase=phase,
+        why=why,
+        state=first,
+        actions=acts,
+        final=final,
+        frees_slot=schedulable and node.ready,
+    )
 
 
 def finished(s: NodeState, node: NodeView, now: datetime, verify_timeout: timedelta) -> bool:
@@ -70,5 +79,5 @@ def back_out(
     """
     if s.phase == Phase.VERIFYING and not finished(s, node, now, verify_timeout):
         text = f"waiting for layout {s.target.id} to finish before releasing {node.name}"
-        return Outcome(node.name, Phase.VERIFYING, text, waiting=True)
+        return Outcome(node=node.name, phase=ReportPhase.VERIFYING, why=text, waiting=True)
     return release(node, s, now, why)

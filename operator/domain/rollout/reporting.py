@@ -15,11 +15,17 @@ from tessera.api.v1alpha1.common import NodeCounts, NodeProblem
 from tessera.domain.conditions import Verdict
 
 from .draining import Held
-from .state import Phase
+from .state import ReportPhase
 
 MAX_PROBLEMS = 20
 SEVERITY = {"NodeFailed": 0, "DrainBlocked": 1, "InvalidGeometryForModel": 2}
-IN_PROGRESS = (Phase.CORDONED, Phase.DRAINING, Phase.APPLYING, Phase.VERIFYING, Phase.UNCORDONING)
+IN_PROGRESS = (
+    ReportPhase.CORDONED,
+    ReportPhase.DRAINING,
+    ReportPhase.APPLYING,
+    ReportPhase.VERIFYING,
+    ReportPhase.UNCORDONING,
+)
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,7 @@ class NodeReport:
     """One pool node after this pass: for status, metrics (nodes by phase) and logs."""
 
     name: str
-    phase: Phase
+    phase: ReportPhase
     target: str
     message: str = ""
     held: tuple[Held, ...] = ()
@@ -46,11 +52,11 @@ def counts(reports: Sequence[NodeReport]) -> NodeCounts:
     by = Counter(r.phase for r in reports)
     return NodeCounts(
         total=len(reports),
-        updated=by[Phase.UPDATED],
+        updated=by[ReportPhase.UPDATED],
         in_progress=sum(by[p] for p in IN_PROGRESS),
-        pending=by[Phase.PENDING],
-        blocked=by[Phase.BLOCKED],
-        failed=by[Phase.FAILED],
+        pending=by[ReportPhase.PENDING],
+        blocked=by[ReportPhase.BLOCKED],
+        failed=by[ReportPhase.FAILED],
     )
 
 
@@ -78,9 +84,9 @@ def verdict(
     busy = [r for r in reports if r.phase in IN_PROGRESS]
     if busy:
         phases = {r.phase for r in busy}
-        if Phase.DRAINING in phases:
+        if ReportPhase.DRAINING in phases:
             reason = "Draining"
-        elif phases & {Phase.APPLYING, Phase.VERIFYING}:
+        elif phases & {ReportPhase.APPLYING, ReportPhase.VERIFYING}:
             reason = "WaitingForAgent"
         else:
             reason = "RollingOut"
@@ -91,6 +97,8 @@ def verdict(
     if c.pending:
         if gate is not None:
             return Verdict("progressing", gate[0], f"{gate[1]}; {done}")
-        waiting = next((r.message for r in reports if r.phase == Phase.PENDING and r.message), "")
+        waiting = next(
+            (r.message for r in reports if r.phase == ReportPhase.PENDING and r.message), ""
+        )
         return Verdict("progressing", "RollingOut", f"{done}; {waiting or 'starting nodes'}")
     return Verdict("ready", "Succeeded", f"all {c.total} nodes match their layout")

@@ -7,6 +7,15 @@ expected allocatable) and the layout to roll back to, so a node can be
 finished or backed out even after its pool object is gone. ``orig`` is the
 node's ``spec.unschedulable`` *before* Tessera touched it, written before the
 cordon; Tessera uncordons only when it was ``False``.
+
+``TRANSITIONS`` says which phase may follow which. Every change of phase goes
+through ``check`` (``NodeState.to``, the first record, the clear), so a step the
+table does not name raises ``IllegalTransition``: a bug, which tests catch.
+Production raises too. ``plan`` decides a whole pass before anything is
+written, so raising writes nothing and leaves every node in its last persisted
+record, the state a crashed operator leaves and the next pass resumes from;
+recording and going on would run a path no test or review has seen, on a
+machine that evicts pods and repartitions devices. The pool stops, saying why.
 """
 
 from __future__ import annotations
@@ -16,21 +25,74 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 VERSION = 1
 
 
 class Phase(StrEnum):
+    """What is written to a node (``phase`` in the annotation): these values never change."""
+
+    CORDONED = "Cordoned"
+    DRAINING = "Draining"
+    BLOCKED = "Blocked"
+    APPLYING = "Applying"
+    VERIFYING = "Verifying"
+    UNCORDONING = "Uncordoning"
+    FAILED = "Failed"
+
+
+class ReportPhase(StrEnum):
+    """What status, metrics and logs show for a node: its persisted phase, or a category.
+
+    ``Pending``: no record, the node waits for its turn (or cannot start);
+    ``Updated``: no record, the node runs its target. Neither is ever written.
+    """
+
     PENDING = "Pending"
     CORDONED = "Cordoned"
     DRAINING = "Draining"
+    BLOCKED = "Blocked"
     APPLYING = "Applying"
     VERIFYING = "Verifying"
     UNCORDONING = "Uncordoning"
     UPDATED = "Updated"
-    BLOCKED = "Blocked"
     FAILED = "Failed"
+
+    @classmethod
+    def of(cls, phase: Phase) -> ReportPhase:
+        return cls(phase.value)
+
+
+# Which phase may follow which; ``None`` is a node without a record (docs/rollout.md draws it).
+TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase | None]]] = {
+    # no record: admission.start writes Cordoned (before the cordon) when a node may start
+    None: frozenset({Phase.CORDONED}),
+    # Cordoned: set by admission; left once cordon and taint are seen, or when backed out
+    Phase.CORDONED: frozenset({Phase.DRAINING, Phase.UNCORDONING}),
+    # Draining: set by cordoned() or a recount that found pods; left drained, stuck or backed out
+    Phase.DRAINING: frozenset({Phase.APPLYING, Phase.BLOCKED, Phase.UNCORDONING}),
+    # Blocked: set when a PDB, a rule or drain.timeout holds the drain; left like Draining
+    Phase.BLOCKED: frozenset({Phase.DRAINING, Phase.APPLYING, Phase.UNCORDONING}),
+    # Applying: set by a finished drain, Rollback or a retarget; left once the layout is asked for
+    Phase.APPLYING: frozenset({Phase.VERIFYING, Phase.DRAINING, Phase.UNCORDONING}),
+    # Verifying: set as the labels are written; left verified, failed, retargeted or pods back
+    Phase.VERIFYING: frozenset({Phase.UNCORDONING, Phase.FAILED, Phase.APPLYING, Phase.DRAINING}),
+    # Failed: set by verifying() or a settled rollback; left by Rollback, retarget, release, a spec
+    Phase.FAILED: frozenset({Phase.APPLYING, Phase.UNCORDONING, Phase.CORDONED, None}),
+    # Uncordoning: set by release(); left by the clear (the last write) or a settled rollback
+    Phase.UNCORDONING: frozenset({None, Phase.FAILED}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A change of phase that ``TRANSITIONS`` does not allow: a bug in the machine, never input."""
+
+
+def check(before: Phase | None, after: Phase | None) -> None:
+    """Raise unless ``after`` may follow ``before`` (``None``: the node carries no record)."""
+    if after not in TRANSITIONS[before]:
+        raise IllegalTransition(f"rollout phase {before} may not be followed by {after}")
 
 
 class StateError(ValueError):
@@ -76,6 +138,8 @@ class NodeState:
         return self.rollback_of or self.target.id
 
     def to(self, phase: Phase, now: datetime, message: str = "") -> NodeState:
+        """This record in ``phase`` from ``now``; ``IllegalTransition`` unless the table allows."""
+        check(self.phase, phase)
         return replace(self, phase=phase, since=now, message=message)
 
 

@@ -12,7 +12,7 @@ from rollout_builders import NEW, POOL, T0, desired, gpu_pod, kinds, node, polic
 from tessera.domain import cluster
 from tessera.domain.rollout import Plan, plan
 from tessera.domain.rollout.capacity import REASON, Ledger, Room, room
-from tessera.domain.rollout.state import Phase
+from tessera.domain.rollout.state import Phase, ReportPhase
 from tessera.domain.rollout.views import GEOMETRY_PENDING, NodeView, PodView, Taint, Toleration
 
 MIG = "nvidia.com/mig-1g.10gb"
@@ -232,7 +232,7 @@ def test_no_room_anywhere_holds_the_first_node_back_and_says_why() -> None:
     assert result.verdict.message.startswith(want)
     assert result.requeue_after is not None  # looks again on its own, besides the wake-ups
     assert all(f"not started: {MIG}" not in r.message for r in result.nodes)
-    assert {r.phase for r in result.nodes} == {Phase.PENDING}
+    assert {r.phase for r in result.nodes} == {ReportPhase.PENDING}
 
 
 @pytest.mark.parametrize(

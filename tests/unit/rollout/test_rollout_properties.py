@@ -36,7 +36,7 @@ from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.gates import budget
 from tessera.domain.rollout.planning import in_flight, plan
-from tessera.domain.rollout.state import Phase
+from tessera.domain.rollout.state import Phase, ReportPhase
 from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
 
 PHASES = [None, *Phase]
@@ -396,7 +396,7 @@ def test_nodes_cordoned_by_others_start_one_budget_at_a_time(
     admitted = [a.node for a in p.actions if isinstance(a, act.SetNodeState)]
     assert sorted(set(admitted) - {n.name for n in nodes if n.state}) == started
     assert len(_held_after(nodes, p.stages)) <= limit
-    waiting = [r for r in p.nodes if r.phase == Phase.PENDING]
+    waiting = [r for r in p.nodes if r.phase == ReportPhase.PENDING]
     assert len(waiting) == len(nodes) - len(started) - sum(1 for n in nodes if n.state)
     for r in waiting:
         assert r.message.startswith(("already unschedulable; waiting for", "waiting for")), r
