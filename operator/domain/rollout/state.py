@@ -85,6 +85,19 @@ TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase | None]]] = {
 }
 
 
+Edge = tuple[Phase | None, Phase | None]
+
+
+def edges() -> list[Edge]:
+    """Every allowed change, in the table's order (what docs/rollout.md draws)."""
+    return [(before, after) for before, nexts in TRANSITIONS.items() for after in order(nexts)]
+
+
+def order(phases: frozenset[Phase | None]) -> list[Phase | None]:
+    """``phases`` in declaration order, no record last: a stable order for docs and tests."""
+    return [p for p in (*Phase, None) if p in phases]
+
+
 class IllegalTransition(RuntimeError):
     """A change of phase that ``TRANSITIONS`` does not allow: a bug in the machine, never input."""
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
+from phase_spy import EDGES, shown, watching
 from rollout_builders import (
     NEW,
     OLD,
@@ -98,7 +99,9 @@ def test_plan_invariants(
     spec = policy(**rollout)
     want = {n.name: desired(invalid="no" if i == bad else "") for i, n in enumerate(nodes)}
     pdbs = [pdb("s", 1, app="s")]
-    p = plan(POOL, spec, want, nodes, pods, pdbs, T0)
+    with watching() as seen:
+        p = plan(POOL, spec, want, nodes, pods, pdbs, T0)
+    assert seen <= EDGES, shown(seen - EDGES)  # every change of phase is in the table
     assert p == plan(POOL, spec, want, nodes, pods, pdbs, T0)  # pure and deterministic
     by_name = {n.name: n for n in nodes}
     by_key = {(q.namespace, q.name): q for q in pods}
@@ -203,7 +206,9 @@ def test_crash_after_any_prefix_converges(seed: int) -> None:
     for _ in range(400):
         world.tick(secs(10))
         nodes, pods, pdbs = world.observe()
-        p = plan(POOL, spec, want, nodes, pods, pdbs, world.now)
+        with watching() as seen:
+            p = plan(POOL, spec, want, nodes, pods, pdbs, world.now)
+        assert seen <= EDGES, shown(seen - EDGES)
         if not p.actions and p.verdict.state == "ready":
             break
         for a in p.actions[: rng.randint(0, len(p.actions))]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from phase_spy import EDGES, shown, watching
 from rollout_builders import NEW, OLD, POOL, T0, desired, policy, secs
 from rollout_world import World
 
@@ -25,12 +26,21 @@ from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.gates import budget
 from tessera.domain.rollout.planning import Plan, in_flight, plan
+from tessera.domain.rollout.state import Edge, Phase
 from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode
 
 GOLDEN = Path(__file__).parent / "golden" / "simulation-50-nodes.txt"
 ADMIN_CORDONED = ("gpu-07", "gpu-31")
 INVALID = "gpu-13"
 MAX_STEPS = 3000
+C, D, A, V, U, F = (
+    Phase.CORDONED,
+    Phase.DRAINING,
+    Phase.APPLYING,
+    Phase.VERIFYING,
+    Phase.UNCORDONING,
+    Phase.FAILED,
+)
 
 
 @dataclass
@@ -39,6 +49,8 @@ class Run:
     transcript: list[str] = field(default_factory=list)
     steps: int = 0
     max_disrupted: int = 0
+    transitions: set[Edge] = field(default_factory=set)
+    """Every change of phase the engine made, as (before, after); ``None``: no record."""
 
 
 def build(seed: int, fail_rate: float) -> tuple[World, dict[str, DesiredNode]]:
@@ -99,7 +111,9 @@ def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: f
         run.transcript += [f"{step:04d} {e}" for e in world.events]
         world.events.clear()
         nodes, pods, pdbs = world.observe()
-        p = plan(POOL, rollout, want, nodes, pods, pdbs, world.now)
+        with watching() as seen:
+            p = plan(POOL, rollout, want, nodes, pods, pdbs, world.now)
+        run.transitions |= seen
         ran = executed(p, crash_rng, crash_rate)
         for a in ran:
             if isinstance(a, act.SetNodeLabels):
@@ -128,6 +142,16 @@ def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: f
     pytest.fail(f"no convergence in {MAX_STEPS} steps")
 
 
+def check_transitions(run: Run, *, rolled_back: bool) -> None:
+    """Every change of phase the run made is in the table (an illegal one raises at once),
+    and the run took the way through it that its failures call for."""
+    assert run.transitions <= EDGES, shown(run.transitions - EDGES)
+    want = {(None, C), (C, D), (D, A), (A, V), (V, U), (U, None), (V, F)}
+    if rolled_back:
+        want |= {(F, A), (U, F)}
+    assert want <= run.transitions, shown(want - run.transitions)
+
+
 def check_converged(world: World, *, rolled_back_ok: bool) -> None:
     for n in world.nodes.values():
         assert n.unschedulable == n.admin_cordoned, n.name
@@ -152,6 +176,7 @@ ROLLBACK = policy(
 def test_golden_simulation_of_50_nodes() -> None:
     run = simulate(42, ROLLBACK, fail_rate=0.08, crash_rate=0.1)
     check_converged(run.world, rolled_back_ok=True)
+    check_transitions(run, rolled_back=True)
     text = "\n".join(run.transcript) + "\n"
     if os.environ.get("TESSERA_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(text)
@@ -163,6 +188,7 @@ def test_golden_simulation_of_50_nodes() -> None:
 def test_invariants_hold_under_random_crashes(seed: int) -> None:
     run = simulate(seed, ROLLBACK, fail_rate=0.1, crash_rate=0.3)
     check_converged(run.world, rolled_back_ok=True)
+    check_transitions(run, rolled_back=True)
     assert run.max_disrupted >= 3  # the budget was actually used
 
 
@@ -170,6 +196,7 @@ def test_invariants_hold_under_random_crashes(seed: int) -> None:
 def test_hold_keeps_failed_nodes_cordoned_and_within_budget(seed: int) -> None:
     rollout = policy(maxUnavailable=4, drain={"timeout": "2m"}, verifyTimeout="2m")
     run = simulate(seed, rollout, fail_rate=0.1, crash_rate=0.2)
+    check_transitions(run, rolled_back=False)
     for n in run.world.nodes.values():
         state = run.world.view(n.name).state
         if state is not None and state.phase.value == "Failed":
