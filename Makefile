@@ -29,9 +29,10 @@ verify: $(STAMP) ## ruff, mypy --strict, import-linter, generated files are fres
 	$(VENV)/bin/ruff format --check operator api devcluster tests hack bench
 	hack/typecheck-tree
 	$(VENV)/bin/mypy -p tessera -p devcluster
-	$(VENV)/bin/mypy hack/gen_crds.py hack/render_deploy.py
+	$(VENV)/bin/mypy hack/gen_crds.py hack/render_deploy.py hack/gen_docs.py
 	PYTHONPATH=.typecheck $(VENV)/bin/lint-imports
 	$(PY) hack/gen_crds.py --check
+	$(PY) hack/gen_docs.py --check
 	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) hack/render_deploy.py --check
 
 unit: $(STAMP) ## unit tests (pure domain, milliseconds each)
@@ -46,6 +47,10 @@ integration: $(STAMP) controlplane ## integration tests against a real local con
 	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) -m pytest tests/integration -q
 
 test: verify unit integration ## everything CI runs: verify + unit + integration
+
+.PHONY: docs
+docs: $(STAMP) ## regenerate what docs/ draws from the code (the rollout state diagram)
+	$(PY) hack/gen_docs.py
 
 crds: $(STAMP) ## regenerate crds/ from the pydantic models in api/
 	$(PY) hack/gen_crds.py
