@@ -131,17 +131,22 @@ def hold(node: NodeView, s: NodeState, why: str) -> tuple[NodeState, list[act.Ac
     return s, out
 
 
+def holding(node: NodeView, s: NodeState, why: str, acts: list[act.Action]) -> Outcome:
+    """The node waits in its phase: for a cordon or taint being (re)written, or for its agent."""
+    return Outcome(
+        node=node.name,
+        phase=ReportPhase.of(s.phase),
+        why=why,
+        state=s,
+        actions=acts,
+        waiting=True,
+    )
+
+
 def cordoned(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     s2, acts = hold(node, s, f"cordon {node.name} for layout {s.target.id}")
     if acts:
-        return Outcome(
-            node=node.name,
-            phase=ReportPhase.CORDONED,
-            why="cordon before drain",
-            state=s2,
-            actions=acts,
-            waiting=True,
-        )
+        return holding(node, s2, "cordon before drain", acts)
     start = replace(s.to(Phase.DRAINING, ctx.now), drain_started=ctx.now)
     return draining(ctx, node, start)
 
@@ -149,14 +154,7 @@ def cordoned(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
 def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     s2, acts = hold(node, s, f"re-cordon {node.name}: it was uncordoned during the drain")
     if acts:
-        return Outcome(
-            node=node.name,
-            phase=ReportPhase.of(s.phase),
-            why="re-cordon before evicting",
-            state=s2,
-            actions=acts,
-            waiting=True,
-        )
+        return holding(node, s2, "re-cordon before evicting", acts)
     started = s.drain_started or s.since
     timed_out = ctx.now - started > ctx.drain_timeout
     dp = drain_pass(
@@ -175,34 +173,24 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
         # already the recount ``applying`` asks for: change the layout in this pass.
         return applying(ctx, node, replace(s.to(Phase.APPLYING, ctx.now), evictions={}))
     blocked = bool(dp.hard) or (timed_out and (s.phase == Phase.BLOCKED or not dp.actions))
-    left = len(dp.remaining)
+    left, problem = len(dp.remaining), None
+    why = f"draining {node.name}: {left} pod(s) left"
     if blocked:
         msg = dp.blocker() + (f" (drain started {ts(started)})" if timed_out else "")
         if s.phase == Phase.BLOCKED:
             s = replace(s, message=msg)
         else:
             s = s.to(Phase.BLOCKED, ctx.now, msg)
-        problem = Problem("DrainBlocked", msg, ts(s.since))
-        return Outcome(
-            node=node.name,
-            phase=ReportPhase.BLOCKED,
-            why=f"drain blocked: {msg}",
-            state=s,
-            actions=dp.actions,
-            problem=problem,
-            pods_left=left,
-            blocking_pdbs=dp.blocking_pdbs,
-            held=tuple(dp.held),
-        )
-    if s.phase == Phase.BLOCKED:
+        why, problem = f"drain blocked: {msg}", Problem("DrainBlocked", msg, ts(s.since))
+    elif s.phase == Phase.BLOCKED:
         s = s.to(Phase.DRAINING, ctx.now)
-    why = f"draining {node.name}: {left} pod(s) left"
     return Outcome(
         node=node.name,
-        phase=ReportPhase.DRAINING,
+        phase=ReportPhase.of(s.phase),
         why=why,
         state=s,
         actions=dp.actions,
+        problem=problem,
         pods_left=left,
         blocking_pdbs=dp.blocking_pdbs,
         held=tuple(dp.held),
@@ -212,14 +200,7 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
 def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     s2, acts = hold(node, s, f"re-cordon {node.name} before changing its layout")
     if acts:
-        return Outcome(
-            node=node.name,
-            phase=ReportPhase.APPLYING,
-            why="re-cordon before applying",
-            state=s2,
-            actions=acts,
-            waiting=True,
-        )
+        return holding(node, s2, "re-cordon before applying", acts)
     if selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain):
         again = replace(
             s.to(Phase.DRAINING, ctx.now, "pods appeared after the drain"), drain_started=ctx.now
@@ -265,14 +246,7 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
         text = f"layout {s.target.id} not verified within {ctx.policy.verify_timeout}: {missing}"
         return fail(ctx, s, node, text)
     s2, acts = hold(node, s, f"re-cordon {node.name} while its layout changes")
-    return Outcome(
-        node=node.name,
-        phase=ReportPhase.VERIFYING,
-        why=f"waiting: {missing}",
-        state=s2,
-        actions=acts,
-        waiting=True,
-    )
+    return holding(node, s2, f"waiting: {missing}", acts)
 
 
 def fail(ctx: Context, s: NodeState, node: NodeView, message: str) -> Outcome:
