@@ -202,7 +202,7 @@ def room_for(
 def start(ctx: Context, node: NodeView, d: DesiredNode, slot: str, wait: Outcome) -> Outcome:
     """Reserve the node (state written *before* the cordon, with the original schedulability)."""
     why = f"cordon {node.name}: layout {d.target} differs; {slot}"
-    check(node.state.phase if node.state else None, Phase.CORDONED)  # over a settled record
+    check(node.state.phase if node.state else None, Phase.CORDONED, node.name)  # or settled
     state = NodeState(
         phase=Phase.CORDONED,
         owner=ctx.owner,

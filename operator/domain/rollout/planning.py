@@ -236,6 +236,6 @@ def idle(node: NodeView, s: NodeState | None, d: DesiredNode | None, pool: str) 
         d is None or (not d.invalid and targets.verified(targets.target_of(d), node))
     ):
         why = f"{node.name} is not in pool {pool}" if d is None else f"layout {d.target} is live"
-        check(s.phase, None)  # a settled record (a finished rollback), no longer needed
+        check(s.phase, None, node.name)  # a settled record (a finished rollback)
         acts.append(act.ClearNodeState(node.name, why))
     return acts

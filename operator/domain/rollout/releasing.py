@@ -40,7 +40,7 @@ def release(
         final = act.SetNodeState(node.name, settled, text)
         phase = ReportPhase.FAILED
     else:
-        check(first.phase, None)
+        check(first.phase, None, node.name)
         final = act.ClearNodeState(node.name, why)
         phase = ReportPhase.UPDATED if settle else ReportPhase.PENDING
     # A cordon someone else set keeps the node unavailable, but once it runs its target (or

@@ -102,10 +102,12 @@ class IllegalTransition(RuntimeError):
     """A change of phase that ``TRANSITIONS`` does not allow: a bug in the machine, never input."""
 
 
-def check(before: Phase | None, after: Phase | None) -> None:
+def check(before: Phase | None, after: Phase | None, node: str = "") -> None:
     """Raise unless ``after`` may follow ``before`` (``None``: the node carries no record)."""
     if after not in TRANSITIONS[before]:
-        raise IllegalTransition(f"rollout phase {before} may not be followed by {after}")
+        where = f"{node}: " if node else ""
+        was, then = before or "no record", after or "no record"
+        raise IllegalTransition(f"{where}rollout phase {was} may not be followed by {then}")
 
 
 class StateError(ValueError):

@@ -21,9 +21,9 @@ def watching() -> Iterator[set[Edge]]:
     seen: set[Edge] = set()
     original = state.check
 
-    def spy(before: Phase | None, after: Phase | None) -> None:
+    def spy(before: Phase | None, after: Phase | None, node: str = "") -> None:
         seen.add((before, after))
-        original(before, after)
+        original(before, after, node)
 
     holders = [
         m

@@ -134,8 +134,10 @@ def test_an_edge_not_in_the_table_raises(before: Phase | None, after: Phase | No
 
 
 def test_a_step_outside_the_table_fails_where_the_state_changes() -> None:
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransition, match="phase Cordoned may not be followed by Verifying"):
         state(C).to(V, T0)
+    with pytest.raises(IllegalTransition, match=r"gpu-1: rollout phase Blocked .* by no record"):
+        check(B, None, "gpu-1")
 
 
 def test_the_values_written_to_nodes_never_change() -> None:
