@@ -134,12 +134,7 @@ def hold(node: NodeView, s: NodeState, why: str) -> tuple[NodeState, list[act.Ac
 def holding(node: NodeView, s: NodeState, why: str, acts: list[act.Action]) -> Outcome:
     """The node waits in its phase: for a cordon or taint being (re)written, or for its agent."""
     return Outcome(
-        node=node.name,
-        phase=ReportPhase.of(s.phase),
-        why=why,
-        state=s,
-        actions=acts,
-        waiting=True,
+        node=node.name, phase=ReportPhase.of(s.phase), why=why, state=s, actions=acts, waiting=True
     )
 
 

@@ -39,6 +39,8 @@ from .state import NodeState, ReportPhase, check, ts
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
 
 DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
+BUSY = (*reporting.IN_PROGRESS, ReportPhase.BLOCKED)
+"""Phases that bring the pool back after ``DRAIN_REQUEUE_S``."""
 
 
 Stage = tuple[act.Action, ...]
@@ -151,9 +153,7 @@ def plan(
     stages = tuple(stage for stage in (stepping, tuple(acc.actions)) if stage)
     problems = reporting.bounded(acc.problems)
     digest = targets.plan_hash(pool, desired)
-    busy = any(
-        r.phase in reporting.IN_PROGRESS or r.phase == ReportPhase.BLOCKED for r in acc.reports
-    )
+    busy = any(r.phase in BUSY for r in acc.reports)
     requeue = DRAIN_REQUEUE_S if busy or stages else GATE_REQUEUE_S if gate else None
     return Plan(
         stages=stages,
