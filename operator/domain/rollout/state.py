@@ -78,7 +78,7 @@ TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase | None]]] = {
     Phase.APPLYING: frozenset({Phase.VERIFYING, Phase.DRAINING, Phase.UNCORDONING}),
     # Verifying: set as the labels are written; left verified, failed, retargeted or pods back
     Phase.VERIFYING: frozenset({Phase.UNCORDONING, Phase.FAILED, Phase.APPLYING, Phase.DRAINING}),
-    # Failed: set by verifying() or a settled rollback; left by Rollback, retarget, release, a spec
+    # Failed: set by verifying() or a settled rollback; left by Rollback, retarget, release, new spec
     Phase.FAILED: frozenset({Phase.APPLYING, Phase.UNCORDONING, Phase.CORDONED, None}),
     # Uncordoning: set by release(); left by the clear (the last write) or a settled rollback
     Phase.UNCORDONING: frozenset({None, Phase.FAILED}),
@@ -99,7 +99,7 @@ def order(phases: frozenset[Phase | None]) -> list[Phase | None]:
 
 
 class IllegalTransition(RuntimeError):
-    """A change of phase that ``TRANSITIONS`` does not allow: a bug in the machine, never input."""
+    """A change of phase that ``TRANSITIONS`` does not allow: a bug in the machine."""
 
 
 def check(before: Phase | None, after: Phase | None, node: str = "") -> None:
