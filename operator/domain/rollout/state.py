@@ -78,7 +78,7 @@ TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase | None]]] = {
     Phase.APPLYING: frozenset({Phase.VERIFYING, Phase.DRAINING, Phase.UNCORDONING}),
     # Verifying: set as the labels are written; left verified, failed, retargeted or pods back
     Phase.VERIFYING: frozenset({Phase.UNCORDONING, Phase.FAILED, Phase.APPLYING, Phase.DRAINING}),
-    # Failed: set by verifying() or a settled rollback; left by Rollback, retarget, release, new spec
+    # Failed: set by verifying() or release(settle); left by Rollback, retarget, release, new spec
     Phase.FAILED: frozenset({Phase.APPLYING, Phase.UNCORDONING, Phase.CORDONED, None}),
     # Uncordoning: set by release(); left by the clear (the last write) or a settled rollback
     Phase.UNCORDONING: frozenset({None, Phase.FAILED}),
