@@ -117,7 +117,7 @@ def _usage_exits_1(parser: argparse.ArgumentParser) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from tessera.cli import manifests as reading
-    from tessera.domain import manifests, preview, preview_text, selectors, tracking
+    from tessera.domain import manifests, preview, selectors, tracking
 
     if not args.filename:
         print("tessera plan: give at least one -f MANIFEST", file=sys.stderr)
@@ -159,9 +159,9 @@ def _plan(args: argparse.Namespace) -> int:
         return ERROR
     result = replace(result, notes=tuple(notes))
     if args.output == "json":
-        print(json.dumps(preview_text.as_json(result), indent=2))
+        print(json.dumps(preview.as_json(result), indent=2))
     else:
-        sys.stdout.write(preview_text.render(result))
+        sys.stdout.write(preview.render(result))
     for conflict in result.conflicts:  # one node, one pool: applying this would stall pools
         print(f"tessera plan: {conflict}", file=sys.stderr)
     if result.conflicts:

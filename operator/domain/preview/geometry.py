@@ -10,7 +10,6 @@ writes it, and is shown as a diff.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -24,7 +23,8 @@ from tessera.domain import cluster as observe
 from tessera.domain import empty_pools, pool_claims, pools, rollout
 from tessera.domain.rollout import selection
 
-from .preview import Cluster, ConfigDiff, Locations, NodeChange, ObjectPreview, Raw, object_action
+from .model import Cluster, Locations, Raw, object_action
+from .results import ConfigDiff, NodeChange, ObjectPreview, unified
 
 KIND = "NodePoolGeometry"
 
@@ -219,17 +219,3 @@ def _configs(
 def _diff(before: Cluster, where: tuple[str, str], key: str, text: str) -> ConfigDiff | None:
     live = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
     return unified(f"{where[0]}/{where[1]} {key}", live, text)
-
-
-def unified(where: str, old: str, new: str) -> ConfigDiff | None:
-    if old == new:
-        return None
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
-        fromfile=f"{where} (live)",
-        tofile=f"{where} (planned)",
-    )
-    return ConfigDiff(
-        where, "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    )

@@ -30,8 +30,8 @@ from tessera.domain.sharing.configmap import ConfigMapRef
 from tessera.domain.sharing.nodes import NodeFacts
 from tessera.domain.sharing.outcomes import PolicyResult
 
-from .preview import Cluster, ConfigDiff, Locations, NodeChange, ObjectPreview, Raw, object_action
-from .preview_geometry import unified
+from .model import Cluster, Locations, Raw, object_action
+from .results import ConfigDiff, NodeChange, ObjectPreview, unified
 
 KIND = "SharingPolicy"
 

@@ -1,15 +1,8 @@
-"""Deleting a NodePoolGeometry or a SharingPolicy: the nodes it holds and where they end up.
+"""Deleting a SharingPolicy: the nodes it governs return to the default config at once.
 
-NodePoolGeometry: the nodes are observed as ``nodepoolgeometry.finalize``
-observes them (``cluster.pool_view`` with no sharing undone, kept when
-``touched_by`` the pool) and each one is handed to ``rollout.backout``, whose
-actions are what the finalizer writes. ``backout`` writes no layout label and
-the finalizer leaves the agent ConfigMap alone, so every node keeps the layout
-it runs (listed as ``kept``).
-
-SharingPolicy: ``preview_sharing`` has planned the policies left, which is
-what ``sharingpolicy.finalize`` converges to; the nodes the deleted policy
-governed and no other policy wins are returned to the default config at once
+``preview.sharing`` has planned the policies left, which is what
+``sharingpolicy.finalize`` converges to; the nodes the deleted policy governed
+and no other policy wins are returned to the default config at once
 (``rollout_targets.cleared``: no policy's rollout is left to drain them), and
 the nodes its rollout holds are released like ``sharing_rollout.release_all``
 does, with ``releasing.release``.
@@ -21,85 +14,19 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from tessera.api import constants as c
-from tessera.api.v1alpha1.common import RolloutSpec
-from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster as observe
-from tessera.domain import pools, rollout, selectors
-from tessera.domain.geometry.layouts import config_name
+from tessera.domain.quota.quantities import accelerators
 from tessera.domain.rollout.releasing import release
 from tessera.domain.sharing import hami, observing, rollout_targets, states
 
-from .preview import Cluster, Locations, NodeChange, ObjectPreview, Raw
-from .preview_geometry import current_configs, describe
-from .preview_prune import Deletion, Release, release_of
-from .preview_sharing import SharingPreviews, describe_now
-from .quota.quantities import accelerators
+from .model import Cluster, Locations, Raw
+from .prune_pools import release_of
+from .results import Deletion, NodeChange, ObjectPreview, Release
+from .sharing import SharingPreviews, describe_now
 
 
-def geometry(
-    before: Cluster, after: Cluster, obj: Raw, now: datetime, loc: Locations
-) -> ObjectPreview:
-    name = obj["metadata"]["name"]
-    owner = observe.geometry_owner(name)
-    spec: NodePoolGeometrySpec | None
-    try:
-        spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
-    except ValidationError:
-        spec = None  # the finalizer backs out with the default rollout settings
-    policy = spec.rollout if spec is not None else RolloutSpec()
-    views = [observe.pool_view(n, {}) for n in before.nodes]
-    configs = current_configs(before, spec, loc) if spec is not None else {}
-    label = (
-        c.VNPU_CONFIG_LABEL if spec is not None and pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
-    )
-    released: list[Release] = []
-    for view in sorted((v for v in views if observe.touched_by(v, owner)), key=lambda v: v.name):
-        done = rollout.backout(owner, policy, [view], now)
-        then, waits = done.actions, ""
-        if done.waiting and view.state is not None:
-            target = _layout(configs, view.state.target.labels.get(label), view.state.target.id)
-            waits = (
-                f"layout {target} finishes first (verified, failed, or after verifyTimeout "
-                f"{policy.verify_timeout})"
-            )
-            why = f"{owner} is being deleted"
-            then = tuple(release(view, view.state, now, why).emit(view.state))
-        target = _layout(configs, _target_label(view, label), "")
-        released.append(release_of(view, target, then, waits, done.warnings))
-    kept = {
-        v.name: _layout(configs, v.labels.get(label), "no layout yet")
-        for v in views
-        if spec is not None and selectors.matches(spec.node_selector, v.labels)
-    }
-    effects = [
-        "no node is repartitioned: the finalizer writes no layout label, each node keeps "
-        "the layout it runs"
-    ]
-    prefix = config_name(name, None).rsplit("-", 1)[0] + "-"
-    mine = sorted(k for k in configs if k.startswith(prefix))
-    if mine:
-        effects.append(f"its config(s) {', '.join(mine)} stay in the agent ConfigMap")
-    for policy_name, sp in sorted(after.of_kind("SharingPolicy").items()):
-        if ((sp.get("spec") or {}).get("poolRef") or {}).get("name") == name:
-            effects.append(
-                f"sharingpolicy/{policy_name} selects nodes by spec.poolRef {name}: it then "
-                "selects none (PoolNotFound), see its changes"
-            )
-    problems = () if spec is not None else ("spec unreadable: backed out with default settings",)
-    return ObjectPreview(
-        kind="NodePoolGeometry",
-        name=name,
-        action="delete",
-        nodes_total=len(kept),
-        problems=problems,
-        deletion=Deletion(released=tuple(released), kept=kept, effects=tuple(effects)),
-    )
-
-
-def sharing(
+def deletion(
     before: Cluster,
     obj: Raw,
     shared: SharingPreviews,
@@ -107,6 +34,7 @@ def sharing(
     now: datetime,
     loc: Locations,
 ) -> ObjectPreview:
+    """What deleting the SharingPolicy ``obj`` does: ``sharingpolicy.finalize``'s writes."""
     name = obj["metadata"]["name"]
     plan, facts = shared.plan, shared.facts
     data = dict((before.configmap(loc.device_plugin) or {}).get("data") or {})
@@ -175,20 +103,6 @@ def sharing(
         problems=tuple(problems),
         deletion=Deletion(released=tuple(released), hami=lost, effects=tuple(effects)),
     )
-
-
-# -- shared --------------------------------------------------------------------------------------
-
-
-def _target_label(view: rollout.NodeView, label: str) -> str | None:
-    s = view.state
-    return s.target.labels.get(label) if s is not None else view.labels.get(label)
-
-
-def _layout(configs: Mapping[str, Any], config: str | None, otherwise: str) -> str:
-    if not config:
-        return otherwise
-    return describe(configs[config]) if config in configs else config
 
 
 def _hami_fields(before: Cluster, loc: Locations) -> dict[str, dict[str, Any]]:
