@@ -23,8 +23,10 @@ from pathlib import Path
 import yaml
 
 from tessera.cli import configmaps
+from tessera.cli import manifests as reading
 from tessera.cli.parsing import Parser
 from tessera.cli.plan_cluster import ClusterUnreadable, load_snapshot, locations, read_cluster
+from tessera.domain import manifests, preview, selectors, snapshot, tracking
 
 NO_CHANGE, ERROR, CHANGES = 0, 1, 2
 
@@ -116,9 +118,6 @@ def _usage_exits_1(parser: argparse.ArgumentParser) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from tessera.cli import manifests as reading
-    from tessera.domain import manifests, preview, selectors, tracking
-
     if not args.filename:
         print("tessera plan: give at least one -f MANIFEST", file=sys.stderr)
         return ERROR
@@ -170,8 +169,6 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from tessera.domain import snapshot
-
     plan_only = {
         "-f": args.filename,
         "--snapshot": args.snapshot,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tessera.cli import configmaps
 
 if TYPE_CHECKING:  # imported lazily below: `tessera --version` must not load the client
+    # nor kopf (seconds to load; test_cli_startup)
     import kopf
 
     from tessera.controllers.runtime import Settings
