@@ -10,11 +10,11 @@ read from the API server or from a snapshot file. Pure: no I/O here.
 
 The modules form a chain, each importing only those before it (import-linter's
 "Preview is a chain" contract): ``model`` (the inputs: ``Cluster``, ``Locations``),
-``results`` (``ObjectPreview``, ``Deletion``, ``Preview``), ``geometry``
-(NodePoolGeometry), ``sharing`` (SharingPolicy), ``quota`` (capacity and
-TenantQuota), ``prune_pools``, ``prune_sharing`` and ``prune`` (deletions, with
-``--prune``), then ``compose`` (``preview``, the whole) beside ``text`` (the
-human rendering and the JSON). This package re-exports what the CLI calls.
+``results`` (``ObjectPreview``, ``Deletion``, ``Preview``), ``geometry_configs`` and
+``geometry`` (NodePoolGeometry), ``sharing_configs`` and ``sharing`` (SharingPolicy),
+``quota`` (capacity and TenantQuota), ``prune_pools``, ``prune_sharing`` and ``prune``
+(deletions, with ``--prune``), then ``compose`` (``preview``, the whole) beside ``text``
+(the human rendering and the JSON). This package re-exports what the CLI calls.
 """
 
 from __future__ import annotations

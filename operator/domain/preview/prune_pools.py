@@ -25,7 +25,7 @@ from tessera.domain import pools, rollout, selectors
 from tessera.domain.geometry.layouts import config_name
 from tessera.domain.rollout.releasing import release
 
-from .geometry import current_configs, describe
+from .geometry_configs import current_configs, describe
 from .model import Cluster, Locations, Raw
 from .results import Deletion, ObjectPreview, Release
 

@@ -23,7 +23,8 @@ from tessera.domain.sharing import hami, observing, rollout_targets, states
 from .model import Cluster, Locations, Raw
 from .prune_pools import release_of
 from .results import Deletion, NodeChange, ObjectPreview, Release
-from .sharing import SharingPreviews, describe_now
+from .sharing import SharingPreviews
+from .sharing_configs import describe_now
 
 
 def deletion(
@@ -62,36 +63,15 @@ def deletion(
             unsafe.append(node)
         was = was or describe_now(facts[node], data)
         changes.append(NodeChange(node, was, after, False, (), change.reason))
-    owner = rollout_targets.owner_id(name)
-    why = f"{owner} is being deleted"
-    released: list[Release] = []
-    for raw in sorted(before.nodes, key=lambda n: n["metadata"]["name"]):
-        view = observe.node_view(raw)
-        s = view.state
-        if s is not None and s.owner == owner:
-            released.append(release_of(view, s.target.id, release(view, s, now, why).emit(s)))
-    stale = set(rollout_targets.stale_mode_labels(plan.assignment, facts)) & set(governed)
-    if stale:
-        effects.append(f"label {rollout_targets.HAMI_MODE_LABEL} removed from {_names(stale)}")
-    used = {facts[n].plugin_config for n in governed if n in facts}
-    dropped = {*plan.device_plugin.delete, *plan.device_plugin.delete_after_labels}
-    keys = sorted(k for k in dropped if k in used)
-    if keys:
-        ns, cm = loc.device_plugin
-        effects.append(f"config key(s) {', '.join(keys)} removed from {ns}/{cm}")
+    released = _released(before, rollout_targets.owner_id(name), now)
+    effects += _cleaned_up(shared, governed, loc)
     problems: list[str] = []
     if unsafe:
         problems.append(
             f"{_names(unsafe)} switch without a drain (a policy changing this would drain "
             "them): pods running there are not evicted first"
         )
-    cap_before: dict[str, int] = {}
-    cap_after: dict[str, int] = {}
-    for raw in before.nodes:
-        node = raw["metadata"]["name"]
-        if node in governed:
-            _add(cap_before, accelerators((raw.get("status") or {}).get("allocatable") or {}))
-            _add(cap_after, allocatable.get(node) or {})
+    cap_before, cap_after = _capacity(before, governed, allocatable)
     return ObjectPreview(
         kind="SharingPolicy",
         name=name,
@@ -101,8 +81,51 @@ def deletion(
         capacity_before=dict(sorted(cap_before.items())),
         capacity_after=dict(sorted(cap_after.items())),
         problems=tuple(problems),
-        deletion=Deletion(released=tuple(released), hami=lost, effects=tuple(effects)),
+        deletion=Deletion(released=released, hami=lost, effects=tuple(effects)),
     )
+
+
+def _released(before: Cluster, owner: str, now: datetime) -> tuple[Release, ...]:
+    """The nodes the policy's rollout holds, released as ``sharing_rollout.release_all`` does."""
+    why = f"{owner} is being deleted"
+    released: list[Release] = []
+    for raw in sorted(before.nodes, key=lambda n: n["metadata"]["name"]):
+        view = observe.node_view(raw)
+        s = view.state
+        if s is not None and s.owner == owner:
+            released.append(release_of(view, s.target.id, release(view, s, now, why).emit(s)))
+    return tuple(released)
+
+
+def _cleaned_up(shared: SharingPreviews, governed: Iterable[str], loc: Locations) -> list[str]:
+    """The HAMi mode labels and device-plugin config keys that leave with the policy."""
+    plan, facts, mine = shared.plan, shared.facts, set(governed)
+    effects = []
+    stale = set(rollout_targets.stale_mode_labels(plan.assignment, facts)) & mine
+    if stale:
+        effects.append(f"label {rollout_targets.HAMI_MODE_LABEL} removed from {_names(stale)}")
+    used = {facts[n].plugin_config for n in mine if n in facts}
+    dropped = {*plan.device_plugin.delete, *plan.device_plugin.delete_after_labels}
+    keys = sorted(k for k in dropped if k in used)
+    if keys:
+        ns, cm = loc.device_plugin
+        effects.append(f"config key(s) {', '.join(keys)} removed from {ns}/{cm}")
+    return effects
+
+
+def _capacity(
+    before: Cluster, governed: Iterable[str], allocatable: Mapping[str, Mapping[str, int]]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The governed nodes' accelerator allocatable now, and once back on the default config."""
+    mine = set(governed)
+    cap_before: dict[str, int] = {}
+    cap_after: dict[str, int] = {}
+    for raw in before.nodes:
+        node = raw["metadata"]["name"]
+        if node in mine:
+            _add(cap_before, accelerators((raw.get("status") or {}).get("allocatable") or {}))
+            _add(cap_after, allocatable.get(node) or {})
+    return cap_before, cap_after
 
 
 def _hami_fields(before: Cluster, loc: Locations) -> dict[str, dict[str, Any]]:

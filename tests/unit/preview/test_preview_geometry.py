@@ -20,7 +20,7 @@ from preview_builders import (
 
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, preview, rollout
-from tessera.domain.preview.geometry import ranges
+from tessera.domain.preview.geometry_configs import ranges
 from tessera.domain.rollout import targets
 
 
