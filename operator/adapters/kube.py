@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
 import urllib3
 from kubernetes import client, config
-
-from tessera.observability import metrics
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -57,13 +55,17 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class WriteCounter:
-    """Counts mutating requests, so benchmarks and tests can see API writes."""
+    """Counts mutating requests, so benchmarks and tests can see API writes, and reports each
+    one's verb to ``on_write`` (``tessera run`` counts them in a metric: the adapter knows
+    nothing of metrics, so observability and adapters stay independent)."""
 
     counts: dict[str, int]
+    on_write: Callable[[str], None] | None = None
 
     def add(self, verb: str) -> None:
         self.counts[verb] = self.counts.get(verb, 0) + 1
-        metrics.API_WRITES.labels(verb).inc()
+        if self.on_write is not None:
+            self.on_write(verb)
 
     @property
     def total(self) -> int:
@@ -73,20 +75,25 @@ class WriteCounter:
 class Kube:
     """A thin JSON client: ``get``, ``list``, ``create``, ``patch``, ``delete`` by URL path."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, on_write: Callable[[str], None] | None = None
+    ) -> None:
         self._api = api_client
-        self.writes = WriteCounter({})
+        self.writes = WriteCounter({}, on_write)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None) -> Kube:
-        """Load ``path`` (or $KUBECONFIG / ~/.kube/config), or the in-cluster service account."""
+    def from_kubeconfig(
+        cls, path: str | None = None, on_write: Callable[[str], None] | None = None
+    ) -> Kube:
+        """Load ``path`` (or $KUBECONFIG / ~/.kube/config), or the in-cluster service account.
+        ``on_write`` hears the verb of every mutating request (create, patch, update, delete)."""
         if path is None:
             try:
                 config.load_incluster_config()
-                return cls(client.ApiClient())
+                return cls(client.ApiClient(), on_write)
             except config.ConfigException:
                 pass
-        return cls(config.new_client_from_config(config_file=path))
+        return cls(config.new_client_from_config(config_file=path), on_write)
 
     @property
     def server(self) -> str:

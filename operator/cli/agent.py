@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _vnpu(args: argparse.Namespace) -> int:
+    # Imported here: every `tessera` command builds this parser, and only this one needs the
+    # Kubernetes client (a second to load; test_cli_startup).
     from tessera.adapters.informer import Informer
     from tessera.adapters.kube import Kube
     from tessera.agent.vnpu import VnpuAgent

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 import tessera
+from tessera.cli import agent, dev, geometry, plan, run
 from tessera.cli.parsing import Parser
 
 
@@ -25,8 +26,6 @@ class _Registrar(Protocol):
 
 
 def _registrars() -> list[_Registrar]:
-    from tessera.cli import agent, dev, geometry, plan, run
-
     return [geometry.register, run.register, dev.register, agent.register, plan.register]
 
 

@@ -23,8 +23,10 @@ from pathlib import Path
 import yaml
 
 from tessera.cli import configmaps
+from tessera.cli import manifests as reading
 from tessera.cli.parsing import Parser
 from tessera.cli.plan_cluster import ClusterUnreadable, load_snapshot, locations, read_cluster
+from tessera.domain import manifests, preview, selectors, snapshot, tracking
 
 NO_CHANGE, ERROR, CHANGES = 0, 1, 2
 
@@ -116,9 +118,6 @@ def _usage_exits_1(parser: argparse.ArgumentParser) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from tessera.cli import manifests as reading
-    from tessera.domain import manifests, preview, preview_text, selectors, tracking
-
     if not args.filename:
         print("tessera plan: give at least one -f MANIFEST", file=sys.stderr)
         return ERROR
@@ -159,9 +158,9 @@ def _plan(args: argparse.Namespace) -> int:
         return ERROR
     result = replace(result, notes=tuple(notes))
     if args.output == "json":
-        print(json.dumps(preview_text.as_json(result), indent=2))
+        print(json.dumps(preview.as_json(result), indent=2))
     else:
-        sys.stdout.write(preview_text.render(result))
+        sys.stdout.write(preview.render(result))
     for conflict in result.conflicts:  # one node, one pool: applying this would stall pools
         print(f"tessera plan: {conflict}", file=sys.stderr)
     if result.conflicts:
@@ -170,8 +169,6 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from tessera.domain import snapshot
-
     plan_only = {
         "-f": args.filename,
         "--snapshot": args.snapshot,

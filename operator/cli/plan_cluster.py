@@ -12,7 +12,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tessera.api import constants as c
+from tessera.api.v1alpha1 import KINDS
 from tessera.domain import manifests
+from tessera.domain.preview import Cluster, Locations
+from tessera.domain.quota import objects as quota_objects
 
 
 def load_snapshot(path: Path) -> list[Any]:
@@ -32,10 +36,8 @@ class ClusterUnreadable(Exception):
     """No kubeconfig, or the API server refused a read."""
 
 
-def locations(args: argparse.Namespace) -> Any:
+def locations(args: argparse.Namespace) -> Locations:
     """Where the maps are, from the ConfigMap flags (the same as ``tessera run``'s)."""
-    from tessera.domain.preview import Locations
-
     return Locations(
         args.mig_parted_configmap,
         args.vnpu_configmap,
@@ -44,13 +46,11 @@ def locations(args: argparse.Namespace) -> Any:
     )
 
 
-def read_cluster(kubeconfig: str | None, loc: Any) -> Any:
+def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
     """Every object a preview reads, from the live API server (read-only)."""
+    # Imported here, not above: the client costs a second to load, and neither `tessera plan
+    # --snapshot` nor any other command than this read needs it (test_cli_startup).
     from tessera.adapters.kube import ApiError, Kube, path_of
-    from tessera.api import constants as c
-    from tessera.api.v1alpha1 import KINDS
-    from tessera.domain.preview import Cluster
-    from tessera.domain.quota import objects as quota_objects
 
     try:
         kube = Kube.from_kubeconfig(kubeconfig)

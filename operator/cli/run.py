@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tessera.cli import configmaps
 
 if TYPE_CHECKING:  # imported lazily below: `tessera --version` must not load the client
+    # nor kopf (seconds to load; test_cli_startup)
     import kopf
 
     from tessera.controllers.runtime import Settings
@@ -84,13 +85,13 @@ def _run(args: argparse.Namespace) -> int:
     from tessera.controllers.runtime import Context, pod_index, utcnow
     from tessera.controllers.writer_lease import WriterLease
     from tessera.handlers.wiring import build_registry
-    from tessera.observability import logs, tracing
+    from tessera.observability import logs, metrics, tracing
 
     logs.configure(args.log_level, args.log_format)
     tracing.configure()
     if args.metrics_port:
         start_http_server(args.metrics_port, addr="0.0.0.0")
-    kube = Kube.from_kubeconfig(args.kubeconfig)
+    kube = Kube.from_kubeconfig(args.kubeconfig, on_write=metrics.count_write)
     pods = pod_index(kube).start()
     ctx = Context(kube, settings_from(args), pod_index=pods)
     if args.kubeconfig:

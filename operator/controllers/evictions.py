@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, path_of
 from tessera.domain import rollout
 from tessera.observability import metrics
-from tessera.observability.events import Ref
 
 from .runtime import Context
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tessera.adapters.events import EventType, Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
@@ -28,7 +29,6 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
 from tessera.domain.conditions import Verdict, conditions_for, landed, warns
 from tessera.observability import metrics
-from tessera.observability.events import EventType, Ref
 from tessera.observability.tracing import span
 
 from . import evictions

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.domain import cluster, rollout
 from tessera.observability import metrics
-from tessera.observability.events import Ref
 from tessera.observability.tracing import span
 
 from . import evictions, node_patch

@@ -15,13 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tessera.adapters.events import EventRecorder, Ref
 from tessera.adapters.index import Index
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 from tessera.domain import cluster
 from tessera.domain.conditions import Verdict, conditions_for
 from tessera.domain.rollout import PodView
-from tessera.observability.events import EventRecorder, Ref
 
 STOPPING: ContextVar[Callable[[], bool]] = ContextVar("stopping", default=lambda: False)
 """Whether the pass running in this context should stop starting new work (kopf is stopping

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from tessera.adapters.events import Ref
 from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
@@ -27,7 +28,6 @@ from tessera.domain.sharing import nodes as node_facts
 from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
-from tessera.observability.events import Ref
 
 from .runtime import Context, custom_path, ref_of
 

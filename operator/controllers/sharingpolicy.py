@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tessera.adapters.events import EventType, Ref
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.domain import rollout
@@ -23,7 +24,6 @@ from tessera.domain.conditions import Verdict, conditions_for, warns
 from tessera.domain.sharing import planning, rollout_targets, status
 from tessera.domain.sharing.assignment import assign
 from tessera.observability import metrics
-from tessera.observability.events import EventType, Ref
 from tessera.observability.tracing import span
 
 from . import rollout_driver, sharing_apply, sharing_observe, sharing_rollout

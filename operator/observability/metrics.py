@@ -47,6 +47,11 @@ WRITER_LEASE = Gauge(
 )
 
 
+def count_write(verb: str) -> None:
+    """A mutating API request was sent: the adapter's ``on_write`` in ``tessera run``."""
+    API_WRITES.labels(verb).inc()
+
+
 @dataclass(frozen=True)
 class MetricInfo:
     """One metric as /metrics shows it (counters gain their ``_total`` suffix there)."""

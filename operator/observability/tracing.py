@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from tessera.observability import logs
 
@@ -32,14 +33,7 @@ def configure(exporter: SpanExporter | None = None) -> TracerProvider | None:
     if exporter is None and choice in ("", "none"):
         return None
     if exporter is None:
-        if choice == "console":
-            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-            exporter = ConsoleSpanExporter()
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporter = OTLPSpanExporter()
+        exporter = ConsoleSpanExporter() if choice == "console" else OTLPSpanExporter()
     service = os.environ.get("OTEL_SERVICE_NAME", "tessera")
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(exporter))

@@ -167,6 +167,9 @@ def test_the_running_operator_serves_its_metrics(kube: Kube, operator: OperatorP
 
     assert eventually(reconciled, 30, "a ready TenantQuota reconcile counted") >= 1
     text = operator.scrape()
+    # the status the reconcile wrote, counted by the callback `tessera run` gives the client
+    writes = re.search(r'^tessera_api_writes_total\{verb="patch"\} (\S+)$', text, re.M)
+    assert writes is not None and float(writes.group(1)) >= 1
     for info in metrics.catalog():
         assert f"# TYPE {info.name} {info.type}\n" in text, f"{info.name} is not exported"
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import REGISTRY
 
+from tessera.adapters.kube import WriteCounter
 from tessera.observability import logs, metrics, tracing
 
 METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
@@ -36,6 +38,20 @@ def test_counters_carry_the_total_suffix_they_are_scraped_with() -> None:
     names = {m.name: m.type for m in metrics.catalog()}
     assert names["tessera_reconciles_total"] == "counter"
     assert all(name.endswith("_total") for name, kind in names.items() if kind == "counter")
+
+
+def test_the_clients_writes_reach_the_metric_through_the_callback_tessera_run_installs() -> None:
+    def count() -> float:
+        return REGISTRY.get_sample_value("tessera_api_writes_total", {"verb": "patch"}) or 0.0
+
+    before = count()
+    writes = WriteCounter({}, on_write=metrics.count_write)  # as Kube.from_kubeconfig builds it
+    writes.add("patch")
+    writes.add("patch")
+    assert writes.counts == {"patch": 2}
+    assert count() == before + 2
+    WriteCounter({}).add("patch")  # a client without the callback (a test's, the agent's)
+    assert count() == before + 2
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def sharing_applied(items: list[Raw], *policies: Raw) -> list[Raw]:
     and the allocatable the device plugins advertise."""
     import json
 
-    from tessera.domain import preview_sharing
+    from tessera.domain.preview import sharing as preview_sharing
     from tessera.domain.sharing import hami, planning, rollout_targets
     from tessera.domain.sharing.status import advertised
 

@@ -19,7 +19,8 @@ from preview_builders import (
 )
 
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster, preview, preview_text, rollout
+from tessera.domain import cluster, preview, rollout
+from tessera.domain.preview.geometry_configs import ranges
 from tessera.domain.rollout import targets
 
 
@@ -65,7 +66,7 @@ def test_converged_pool_is_no_change() -> None:
     assert obj.changes == ()
     assert result.configs == ()
     assert not result.changed
-    assert "No changes." in preview_text.render(result)
+    assert "No changes." in preview.render(result)
 
 
 def test_layout_change_names_old_and_new_layout_pods_and_blocking_pdb() -> None:
@@ -99,7 +100,7 @@ def test_manual_approval_prints_the_annotation_and_recognises_an_approved_plan()
     pool = npg("inf", LAYOUT_B, approval="Manual")
     nodes = gpu_nodes("inf", 1)
     obj = _one(preview.preview(world(*nodes), [pool], T0))
-    text = preview_text.render(preview.preview(world(*nodes), [pool], T0))
+    text = preview.render(preview.preview(world(*nodes), [pool], T0))
     assert f"tessera.io/approve-plan={obj.plan_hash}" in text
     live = manifest("NodePoolGeometry", "inf", pool["spec"], **{
         "tessera.io/approve-plan": obj.plan_hash
@@ -116,8 +117,6 @@ def test_impossible_layout_is_a_problem_not_an_error() -> None:
 
 
 def test_ranges_compress_device_lists() -> None:
-    from tessera.domain.preview_geometry import ranges
-
     assert ranges([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
 
 
@@ -144,7 +143,7 @@ def test_pods_with_nowhere_to_run_are_a_warning_line_and_the_plan_still_changes(
         "nvidia.com/mig-1g.10gb short by 16 (ml/inf-0-0, ml/inf-0-1)"
     )
     assert _one(result).problems[0] == line
-    assert f"  ! {line}" in preview_text.render(result)
+    assert f"  ! {line}" in preview.render(result)
     assert result.changed and not result.conflicts  # exit 2: a warning on the pace, not an error
 
     spare, _ = converged(ready(gpu_nodes("spare", 1)), npg("spare", LAYOUT_A))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from preview_builders import LAYOUT_A, LAYOUT_B, T0, converged, gpu_nodes, manifest, world
 
 from tessera.api import constants as c
-from tessera.domain import preview, preview_text
+from tessera.domain import preview
 
 
 def _pool(name: str, pool_label: str, layout: dict[str, object]) -> dict[str, object]:
@@ -26,7 +26,7 @@ def test_a_pool_over_a_live_serving_pool_is_a_conflict_that_changes_nothing() ->
         "nodeSelector is narrowed",
     )
     assert "  ! Conflict: nodepoolgeometry/inf also selects nodes inf-0, inf-1" in (
-        preview_text.render(result)
+        preview.render(result)
     )
 
 

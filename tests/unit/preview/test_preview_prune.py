@@ -25,7 +25,7 @@ from preview_builders import (
 )
 
 from tessera.cli.main import main
-from tessera.domain import preview, preview_text, selectors
+from tessera.domain import preview, selectors
 
 # -- which objects are pruned --------------------------------------------------------------------
 
@@ -51,7 +51,7 @@ def test_prune_deletes_exactly_the_live_objects_no_manifest_names(
     live = sharing_applied([*items, *whole_gpu_nodes("nb", 1)], policy)
     by_name = {"inf": pool, "nb": policy, "t": tenant}
     result = preview.preview(world(*live, tenant), [by_name[n] for n in named], T0, prune=prune)
-    assert preview_text.as_json(result)["deleted"] == expected
+    assert preview.as_json(result)["deleted"] == expected
     assert [f"{o.kind}/{o.name}" for o in result.objects if o.action == "delete"] == expected
     assert [o.name for o in result.objects if o.action != "delete"] == sorted(
         named, key=lambda n: list(by_name).index(n)
@@ -103,7 +103,7 @@ def test_tenant_deletion_removes_exactly_its_quotas_and_the_total() -> None:
     # b no longer contests a's namespaces: its own plan now creates quotas there
     [kept] = [o for o in result.objects if o.name == "b"]
     assert any(w.startswith("create ResourceQuota a-1/tessera-b") for w in kept.writes)
-    text = preview_text.render(result)
+    text = preview.render(result)
     assert "TenantQuota/a: delete (2 ResourceQuota(s))" in text
     assert "  namespace(s) a-1, a-2 keep no Tessera limit" in text
 
@@ -114,7 +114,7 @@ def test_json_carries_the_deletion_structure() -> None:
         resource_quota("a-1", "a", nvidia_gpu=2),
         tenant_quota("a", "a"),
     ]
-    doc = preview_text.as_json(preview.preview(world(*items), [], T0, prune=True))
+    doc = preview.as_json(preview.preview(world(*items), [], T0, prune=True))
     [obj] = doc["objects"]
     assert obj["action"] == "delete" and doc["changed"] and doc["deleted"] == ["TenantQuota/a"]
     assert list(obj["deletion"]["quotas"]) == [
@@ -155,7 +155,7 @@ def test_a_selector_narrows_what_prune_deletes(selector: str, expected: list[str
     result = preview.preview(
         world(ours, theirs, mine), [], T0, prune=True, prune_selector=selectors.parse(selector)
     )
-    assert preview_text.as_json(result)["deleted"] == expected
+    assert preview.as_json(result)["deleted"] == expected
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from preview_builders import (
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import RolloutSpec
-from tessera.domain import cluster, preview, preview_text, rollout
+from tessera.domain import cluster, preview, rollout
 from tessera.domain.rollout.views import pending_taint
 
 OWNER = "NodePoolGeometry/inf"
@@ -142,7 +142,7 @@ def test_geometry_deletion_never_repartitions_and_keeps_every_layout() -> None:
     mine = [v for v in views if cluster.touched_by(v, OWNER)]
     actions = rollout.backout(OWNER, RolloutSpec(), mine, T0).actions
     assert actions and not any(isinstance(a, rollout.SetNodeLabels) for a in actions)
-    text = preview_text.render(result)
+    text = preview.render(result)
     assert "NodePoolGeometry/inf: delete; holds 2 node(s), 3 node(s) keep their layout" in text
     assert "  - inf-1: holds rollout Draining toward all: 7x1g.10gb, cordoned by Tessera" in text
     assert "      finalizer: uncordon, clear its rollout state" in text
@@ -171,7 +171,7 @@ def test_geometry_deletion_leaves_a_pool_ref_policy_selecting_nothing() -> None:
         ("inf-1", "default"),
         ("inf-2", "default"),
     ]
-    text = preview_text.render(result)
+    text = preview.render(result)
     assert "SharingPolicy/ts: spec unchanged; 3 of 3 node(s) change" in text, text
 
 
@@ -245,7 +245,7 @@ def test_sharing_deletion_returns_nodes_to_the_default_config(
         )
         [diff] = result.configs
         assert "device-plugin-configs" in diff.where and "-nb-" in diff.diff
-    text = preview_text.render(result)
+    text = preview.render(result)
     assert "SharingPolicy/nb: delete; 2 of 2 node(s) return at once, no drain" in text
 
 

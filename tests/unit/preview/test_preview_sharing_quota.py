@@ -19,7 +19,7 @@ from preview_builders import (
 )
 
 from tessera.api import constants as c
-from tessera.domain import preview, preview_text
+from tessera.domain import preview
 from tessera.domain.preview import Raw
 
 _RES = {"nvidia_gpu": "nvidia.com/gpu", "nvidia_mig3g": "nvidia.com/mig-3g.40gb"}
@@ -68,7 +68,7 @@ def test_applied_policy_is_no_change_and_a_backend_switch_drains_its_pods() -> N
     assert preview.preview(world(*fresh), [timeslice], T0).objects[0].changes  # to apply
     items = sharing_applied(fresh, timeslice)
     same = preview.preview(world(*items), [timeslice], T0)
-    assert not same.changed, preview_text.render(same)
+    assert not same.changed, preview.render(same)
     mps = _sp("nb", "nb", "MPS", mps={"replicas": 4})
     result = preview.preview(world(*items), [mps], T0)
     [obj] = result.objects
@@ -77,7 +77,7 @@ def test_applied_policy_is_no_change_and_a_backend_switch_drains_its_pods() -> N
     assert obj.changes[0].evicts == ("ml/nb-job",)
     assert obj.pods_to_evict == 1 and obj.plan_hash
     assert "time-slicing -> mps" in obj.changes[0].note
-    assert "[drain]" in preview_text.render(result)
+    assert "[drain]" in preview.render(result)
 
 
 def test_replicas_change_is_in_place() -> None:
@@ -112,7 +112,7 @@ def test_geometry_change_makes_a_tenant_overcommitted() -> None:
     [impact] = result.tenants
     assert (impact.tenant, impact.before, impact.after) == ("t", False, True)
     assert "promise 16 > capacity 0" in impact.message
-    assert "tenantquota/t becomes Overcommitted" in preview_text.render(result)
+    assert "tenantquota/t becomes Overcommitted" in preview.render(result)
 
 
 def test_tenant_quota_change_lists_its_resourcequota_writes() -> None:
@@ -137,5 +137,5 @@ def test_a_backend_switch_with_nowhere_for_the_pods_to_go_is_a_warning_line() ->
     [obj] = result.objects
     line = "InsufficientCapacity: 1 pod(s) would have nowhere to run: nvidia.com/gpu short by 1"
     assert f"{line} (ml/nb-job)" in obj.problems
-    assert f"  ! {line}" in preview_text.render(result)
+    assert f"  ! {line}" in preview.render(result)
     assert result.changed and not result.conflicts  # exit 2: a warning on the pace

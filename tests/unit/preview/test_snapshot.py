@@ -29,7 +29,7 @@ from preview_builders import (
 )
 
 from tessera.cli.main import main
-from tessera.domain import preview, preview_text, snapshot
+from tessera.domain import preview, snapshot
 from tessera.domain.preview import Raw
 from tessera.domain.rollout.views import pending_taint
 
@@ -122,7 +122,7 @@ def test_no_env_value_or_bookkeeping_copy_reaches_the_snapshot() -> None:
 
 
 def _plan(items: list[Raw], wanted: list[Raw], *, prune: bool = False) -> dict[str, Any]:
-    return preview_text.as_json(preview.preview(world(*items), wanted, T0, prune=prune))
+    return preview.as_json(preview.preview(world(*items), wanted, T0, prune=prune))
 
 
 def test_a_plan_from_the_snapshot_equals_the_plan_from_the_cluster() -> None:

@@ -8,7 +8,7 @@ import pytest
 from preview_builders import T0, tenant_quota, world
 
 from tessera.cli.main import main
-from tessera.domain import preview, preview_text, tracking
+from tessera.domain import preview, tracking
 
 ID = "argocd.argoproj.io/tracking-id"
 
@@ -62,7 +62,7 @@ def test_a_tracking_id_narrows_what_prune_deletes(app: str, expected: list[str])
     )
     items = (ours, elsewhere, theirs, mine, copied, other_kind)
     result = preview.preview(world(*items), [], T0, prune=True, prune_tracking_id=app)
-    assert preview_text.as_json(result)["deleted"] == expected
+    assert preview.as_json(result)["deleted"] == expected
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 from rollout_builders import T0, evicted, gpu_pod, pdb, state
 
+from tessera.adapters.events import EventRecorder, Ref
 from tessera.adapters.kube import ApiError, Kube
 from tessera.api.v1alpha1.common import DrainSpec
 from tessera.controllers.evictions import announce_held, refusal
@@ -15,7 +16,6 @@ from tessera.controllers.runtime import Context
 from tessera.domain.rollout.draining import drain_pass
 from tessera.domain.rollout.reporting import NodeReport
 from tessera.domain.rollout.state import Phase
-from tessera.observability.events import EventRecorder, Ref
 
 MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 

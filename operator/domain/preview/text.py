@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from .preview import ObjectPreview, Preview
-from .preview_prune import Deletion
+from .results import Deletion, ObjectPreview, Preview
 
 SHORT = {"NodePoolGeometry": "npg", "SharingPolicy": "sp", "TenantQuota": "tq"}
 NODES_SHOWN = 20

@@ -25,87 +25,21 @@ namespace no longer contested) shows under those objects. Pure: no I/O here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 
 from pydantic import ValidationError
 
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-from tessera.domain import rollout, selectors, tracking
+from tessera.domain import selectors, tracking
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota.quantities import QuantityError, counts
 
-from .preview import KIND_ORDER, Cluster, Locations, ObjectPreview, Raw
-from .preview_sharing import SharingPreviews
-
-
-@dataclass(frozen=True)
-class Release:
-    """A node the deleted object still holds, and what its finalizer writes to it."""
-
-    node: str
-    holds: tuple[str, ...]  # what ties the node to the object now
-    then: tuple[str, ...] = ()  # the finalizer's writes, in order
-    waits: str = ""  # what happens before those writes (a layout being verified finishes)
-    warnings: tuple[str, ...] = ()  # what the finalizer leaves for a person
-
-
-@dataclass(frozen=True)
-class RemovedQuota:
-    namespace: str
-    name: str
-    hard: Mapping[str, int] = field(default_factory=dict)  # requests.<resource> it enforced
-    used: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Deletion:
-    """What deleting one object does, beyond ``ObjectPreview.changes`` and ``writes``."""
-
-    released: tuple[Release, ...] = ()  # NodePoolGeometry, SharingPolicy
-    kept: Mapping[str, str] = field(default_factory=dict)  # node -> layout it keeps
-    hami: tuple[str, ...] = ()  # nodes whose Tessera fields leave HAMi's node config
-    quotas: tuple[RemovedQuota, ...] = ()  # TenantQuota
-    unenforced: Mapping[str, int] = field(default_factory=dict)  # spec.total no longer held
-    effects: tuple[str, ...] = ()  # one sentence each
-
-
-def release_of(
-    view: rollout.NodeView,
-    target: str,
-    actions: Sequence[rollout.Action],
-    waits: str = "",
-    warnings: Sequence[str] = (),
-) -> Release:
-    """``view`` as a person reads it: what holds it (``target``: the layout or config its
-    rollout state is for) and the finalizer's ``actions`` on it, state bookkeeping left out."""
-    s, holds = view.state, []
-    if view.state_error:
-        holds.append(f"unreadable rollout state ({view.state_error})")
-    elif s is not None:
-        toward = f" rolling back to {target}" if s.rollback_of else f" toward {target}"
-        holds.append(f"rollout {s.phase.value}" + (toward if target else ""))
-    if view.has_taint(rollout.GEOMETRY_PENDING):
-        holds.append(f"taint {rollout.GEOMETRY_PENDING.key}")
-    if view.unschedulable and view.state_error:
-        holds.append("cordoned, by whom is unknown")
-    elif view.unschedulable:
-        holds.append(
-            "cordoned by Tessera" if s is not None and not s.orig else "cordoned, not by Tessera"
-        )
-    then = []
-    for action in actions:
-        match action:
-            case rollout.RemoveTaint(taint=t):
-                then.append(f"remove taint {t.key}")
-            case rollout.Uncordon():
-                then.append("uncordon")
-            case rollout.ClearNodeState():
-                then.append("clear its rollout state")
-    if view.unschedulable and not any(isinstance(a, rollout.Uncordon) for a in actions):
-        then.append("leave it cordoned")
-    return Release(view.name, tuple(holds), tuple(then), waits, tuple(warnings))
+from . import prune_pools, prune_sharing
+from .model import KIND_ORDER, Cluster, Locations, Raw
+from .results import Deletion, ObjectPreview, RemovedQuota
+from .sharing import SharingPreviews
 
 
 def pruned(
@@ -148,14 +82,12 @@ def previews(
     loc: Locations,
 ) -> tuple[ObjectPreview, ...]:
     """One ``delete`` preview per object in ``gone``."""
-    from . import preview_prune_nodes as nodes
-
     out = []
     for obj in gone:
         if obj["kind"] == "NodePoolGeometry":
-            p = nodes.geometry(before, after, obj, now, loc)
+            p = prune_pools.deletion(before, after, obj, now, loc)
         elif obj["kind"] == "SharingPolicy":
-            p = nodes.sharing(before, obj, sharing, allocatable, now, loc)
+            p = prune_sharing.deletion(before, obj, sharing, allocatable, now, loc)
         else:
             p = tenant(before, obj)
         out.append(_in_progress(p, obj))

@@ -9,13 +9,10 @@ evict, blocking PDBs, the approval hash).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from tessera.api import constants as c
@@ -24,14 +21,15 @@ from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import cluster as observe
 from tessera.domain import rollout
 from tessera.domain.rollout import selection
-from tessera.domain.sharing import observing, parsing, planning, rollout_targets
+from tessera.domain.sharing import observing, planning, rollout_targets
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.configmap import ConfigMapRef
 from tessera.domain.sharing.nodes import NodeFacts
 from tessera.domain.sharing.outcomes import PolicyResult
 
-from .preview import Cluster, ConfigDiff, Locations, NodeChange, ObjectPreview, Raw, object_action
-from .preview_geometry import unified
+from .model import Cluster, Locations, Raw, object_action
+from .results import ConfigDiff, NodeChange, ObjectPreview
+from .sharing_configs import describe, describe_now, diffs
 
 KIND = "SharingPolicy"
 
@@ -95,7 +93,7 @@ def previews(
     touched = deleting or any(o.action != "unchanged" or o.changes for o in objects)
     configs: tuple[ConfigDiff, ...] = ()
     if touched:
-        configs = _diffs(plan, data, plugin, nv_cm, asc_cm, loc)
+        configs = diffs(plan, data, plugin, nv_cm, asc_cm, loc)
     results = {node: plan.results.get(owner) for node, owner in plan.assignment.owner.items()}
     return SharingPreviews(
         tuple(objects), configs, facts, results, frozenset(plan.changes), plan, earlier
@@ -117,29 +115,17 @@ def _policy(
     governed = plan.assignment.nodes_of(name)
     mine = sorted(n for n in plan.changes if plan.assignment.owner.get(n, earlier.get(n)) == name)
     disruptive = [n for n in mine if plan.changes[n].disruptive and n in governed]
+    approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     rolled: rollout.Plan | None = None
     evicts: dict[str, tuple[str, ...]] = {}
-    approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     if disruptive and result.valid:
         desired = {n: rollout_targets.desired_node(result, facts[n]) for n in disruptive}
-        views = [observe.node_view(n) for n in after.nodes if n["metadata"]["name"] in desired]
-        pods = [
-            observe.pod_view(p)
-            for p in after.pods
-            if (p.get("spec") or {}).get("nodeName") in desired
-        ]
-        pdbs = [observe.pdb_view(p) for p in after.pdbs]
-        owner = rollout_targets.owner_id(name)
-        room = rollout.room(map(observe.node_view, after.nodes), map(observe.pod_view, after.pods))
-        rolled = rollout.plan(owner, spec.rollout, desired, views, pods, pdbs, now, approved, room)
-        for node in disruptive:
-            chosen = selection.selected([p for p in pods if p.node == node], spec.rollout.drain)
-            evicts[node] = tuple(p.ref for p in chosen)
+        rolled, evicts = _rollout(after, name, spec, desired, approved, now)
     changes = tuple(
         NodeChange(
             node,
             describe_now(facts[node], data),
-            _describe(result) if plan.assignment.owner.get(node) == name else "default",
+            describe(result) if plan.assignment.owner.get(node) == name else "default",
             plan.changes[node].disruptive,
             evicts.get(node, ()),
             plan.changes[node].reason,
@@ -168,79 +154,26 @@ def _policy(
     )
 
 
-def _describe(result: PolicyResult) -> str:
-    if result.hami_fields is not None:
-        fields = dict(result.hami_fields)
-        mode = fields.pop("operatingmode", "hami-core")
-        extra = ", ".join(f"{k}={v}" for k, v in sorted(fields.items()))
-        return f"HAMi {mode}" + (f" ({extra})" if extra else "")
-    if result.config is not None:
-        return f"{result.key}: {_config_text(result.config)}"
-    if result.ascend_fields is not None:
-        return "Ascend " + ", ".join(f"{k}={v}" for k, v in sorted(result.ascend_fields.items()))
-    return result.backend
-
-
-def describe_now(node: NodeFacts, data: Mapping[str, str]) -> str:
-    """The device-plugin config ``node`` runs now, by its label (``default`` without one)."""
-    key = node.plugin_config
-    if key is None:
-        return "default"
-    if key not in data:
-        return f"{key} (missing)"
-    config, _ = parsing.parse(data[key])
-    return f"{key}: {_config_text(config)}" if config is not None else key
-
-
-def _config_text(config: Any) -> str:
-    if config.strategy == "none":
-        return "exclusive"
-    rules = ", ".join(f"{r.name} x{r.replicas}" for r in config.resources)
-    return f"{config.strategy} ({rules})"
-
-
-def _diffs(
-    plan: planning.SharingPlan,
-    data: Mapping[str, str],
-    plugin: Raw | None,
-    nv_cm: Raw | None,
-    asc_cm: Raw | None,
-    loc: Locations,
-) -> tuple[ConfigDiff, ...]:
-    cm = plan.device_plugin
-    planned = {**data, **cm.put}
-    for key in (*cm.delete, *cm.delete_after_labels):
-        planned.pop(key, None)
-    ns, name = loc.device_plugin
-    out = [unified(f"{ns}/{name}", _render(data) if plugin else "", _render(planned))]
-    for cm_obj, key, entries in (
-        (nv_cm, c.HAMI_NVIDIA_CONFIGMAP_KEY, plan.hami_nvidia),
-        (asc_cm, c.HAMI_ASCEND_CONFIGMAP_KEY, plan.hami_ascend),
-    ):
-        if not entries.patch:
-            continue
-        old = ((cm_obj or {}).get("data") or {}).get(key, "")
-        where = f"{loc.hami_namespace}/{_hami_name(key)} {key}"
-        out.append(unified(where, old, _serialize(key, entries.document)))
-    return tuple(d for d in out if d is not None)
-
-
-def _hami_name(key: str) -> str:
-    if key == c.HAMI_NVIDIA_CONFIGMAP_KEY:
-        return c.HAMI_NVIDIA_CONFIGMAP_NAME
-    return c.HAMI_ASCEND_CONFIGMAP_NAME
-
-
-def _render(data: Mapping[str, str]) -> str:
-    """ConfigMap data as a reviewer reads it: each key, then its text indented."""
-    out = []
-    for key, text in sorted(data.items()):
-        out.append(f"{key}: |\n")
-        out.extend(f"  {line}\n" for line in str(text).splitlines())
-    return "".join(out)
-
-
-def _serialize(key: str, document: Mapping[str, Any]) -> str:
-    if key.endswith(".json"):
-        return json.dumps(document, indent=2) + "\n"
-    return yaml.safe_dump(dict(document), sort_keys=False)
+def _rollout(
+    after: Cluster,
+    name: str,
+    spec: SharingPolicySpec,
+    desired: Mapping[str, rollout.DesiredNode],
+    approved: str | None,
+    now: datetime,
+) -> tuple[rollout.Plan, dict[str, tuple[str, ...]]]:
+    """The cordon/drain rollout of the nodes that move disruptively, as ``sharing_rollout``
+    plans it, and per node the pods drained first."""
+    views = [observe.node_view(n) for n in after.nodes if n["metadata"]["name"] in desired]
+    pods = [
+        observe.pod_view(p) for p in after.pods if (p.get("spec") or {}).get("nodeName") in desired
+    ]
+    pdbs = [observe.pdb_view(p) for p in after.pdbs]
+    owner = rollout_targets.owner_id(name)
+    room = rollout.room(map(observe.node_view, after.nodes), map(observe.pod_view, after.pods))
+    rolled = rollout.plan(owner, spec.rollout, desired, views, pods, pdbs, now, approved, room)
+    evicts = {}
+    for node in desired:
+        chosen = selection.selected([p for p in pods if p.node == node], spec.rollout.drain)
+        evicts[node] = tuple(p.ref for p in chosen)
+    return rolled, evicts

@@ -5,18 +5,14 @@ The pool is observed with ``cluster.observe_pool`` and planned with
 the one the operator writes to ``status.plan.hash`` and an ``approval:
 Manual`` rollout can be approved from the reviewed preview. The agent
 ConfigMap text comes from ``pools.configs_document``, as the controller
-writes it, and is shown as a diff.
+writes it, and is shown as a diff (``geometry_configs``).
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
-
-import yaml
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
@@ -24,7 +20,9 @@ from tessera.domain import cluster as observe
 from tessera.domain import empty_pools, pool_claims, pools, rollout
 from tessera.domain.rollout import selection
 
-from .preview import Cluster, ConfigDiff, Locations, NodeChange, ObjectPreview, Raw, object_action
+from .geometry_configs import current_configs, describe, diff, fold
+from .model import Cluster, Locations, Raw, object_action
+from .results import ConfigDiff, NodeChange, ObjectPreview
 
 KIND = "NodePoolGeometry"
 
@@ -66,11 +64,11 @@ def previews(
         for node, target in seen.targets.items():
             if target.config is not None:
                 allocatable[node] = target.capacity
-        _configs(before, spec, name, seen, loc, documents)
+        fold(before, spec, name, seen, loc, documents)
     diffs = tuple(
         d
         for (ns, cm), (key, text) in sorted(documents.items())
-        if (d := _diff(before, (ns, cm), key, text)) is not None
+        if (d := diff(before, (ns, cm), key, text)) is not None
     )
     return GeometryPreviews(tuple(objects), diffs, allocatable)
 
@@ -95,6 +93,40 @@ def _pool(
     policy = pool_claims.policy(name, seen.claims, spec.rollout)
     room = rollout.room(map(observe.node_view, after.nodes), map(observe.pod_view, after.pods))
     plan = rollout.plan(seen.owner, policy, desired, involved, pods, pdbs, now, approved, room)
+    changes = _changes(before, spec, seen, plan, pods, loc)
+    before_cap, after_cap = _capacity(seen)
+    problems = tuple(f"{p.node}: {p.message}" for p in plan.problems)
+    # Pods with nowhere to run hold the rollout back, as the operator would: said as a warning
+    # line, but the manifests stay valid and still change the cluster, so the exit stays 2
+    # ("changes"), not 1; 1 is for what cannot be applied (a conflict, a bad manifest).
+    if plan.short_of_room:
+        problems = (f"{rollout.capacity.REASON}: {plan.short_of_room}", *problems)
+    return ObjectPreview(
+        kind=KIND,
+        name=name,
+        action="unchanged",
+        nodes_total=len(seen.targets),
+        changes=changes,
+        pods_to_evict=plan.summary.pods_to_evict,
+        blocking_pdbs=tuple(plan.summary.blocking_pdbs),
+        plan_hash=plan.hash,
+        approval=spec.rollout.approval,
+        approved=approved == plan.hash,
+        capacity_before=dict(sorted(before_cap.items())),
+        capacity_after=dict(sorted(after_cap.items())),
+        problems=problems,
+    )
+
+
+def _changes(
+    before: Cluster,
+    spec: NodePoolGeometrySpec,
+    seen: observe.PoolObservation,
+    plan: rollout.Plan,
+    pods: Sequence[rollout.PodView],
+    loc: Locations,
+) -> tuple[NodeChange, ...]:
+    """Per node the plan changes: its layout now and next, and the pods drained first."""
     configs = current_configs(before, spec, loc)
     label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
     by_node: dict[str, list[rollout.PodView]] = {}
@@ -115,6 +147,11 @@ def _pool(
             p.ref for p in selection.selected(by_node.get(report.name, ()), spec.rollout.drain)
         )
         changes.append(NodeChange(report.name, was, now_, True, evicts, report.message))
+    return tuple(changes)
+
+
+def _capacity(seen: observe.PoolObservation) -> tuple[dict[str, int], dict[str, int]]:
+    """The pool's accelerator allocatable now, and once every node runs its target."""
     before_cap: dict[str, int] = {}
     after_cap: dict[str, int] = {}
     for node, target in seen.targets.items():
@@ -125,111 +162,4 @@ def _pool(
     for target in seen.targets.values():
         for r, n in target.capacity.items():
             after_cap[r] = after_cap.get(r, 0) + n
-    problems = tuple(f"{p.node}: {p.message}" for p in plan.problems)
-    # Pods with nowhere to run hold the rollout back, as the operator would: said as a warning
-    # line, but the manifests stay valid and still change the cluster, so the exit stays 2
-    # ("changes"), not 1; 1 is for what cannot be applied (a conflict, a bad manifest).
-    if plan.short_of_room:
-        problems = (f"{rollout.capacity.REASON}: {plan.short_of_room}", *problems)
-    return ObjectPreview(
-        kind=KIND,
-        name=name,
-        action="unchanged",
-        nodes_total=len(seen.targets),
-        changes=tuple(changes),
-        pods_to_evict=plan.summary.pods_to_evict,
-        blocking_pdbs=tuple(plan.summary.blocking_pdbs),
-        plan_hash=plan.hash,
-        approval=spec.rollout.approval,
-        approved=approved == plan.hash,
-        capacity_before=dict(sorted(before_cap.items())),
-        capacity_after=dict(sorted(after_cap.items())),
-        problems=problems,
-    )
-
-
-def describe(entries: Iterable[Mapping[str, Any]] | None) -> str:
-    """A config's entries as one line: ``all: 3g.40gb + 2g.20gb + 2x1g.10gb; 7: whole GPU``."""
-    if entries is None:
-        return "unknown config"
-    parts = []
-    for entry in entries:
-        devices = entry.get("devices", "all")
-        where = devices if isinstance(devices, str) else ranges(devices)
-        counts = entry.get("mig-devices") or entry.get("vnpu-devices") or {}
-        enabled = entry.get("mig-enabled", entry.get("vnpu-enabled", False))
-        if not enabled or not counts:
-            whole = "whole NPU" if "vnpu-enabled" in entry else "whole GPU"
-            parts.append(f"{where}: {whole}")
-            continue
-        slices = " + ".join(f"{n}x{p}" if n > 1 else str(p) for p, n in counts.items())
-        parts.append(f"{where}: {slices}")
-    return "; ".join(parts) or "whole devices"
-
-
-def ranges(indexes: Iterable[int]) -> str:
-    """``[0, 1, 2, 3, 5]`` as ``0-3,5``."""
-    spans: list[list[int]] = []
-    for i in sorted(indexes):
-        if spans and i == spans[-1][1] + 1:
-            spans[-1][1] = i
-        else:
-            spans.append([i, i])
-    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
-
-
-def _document_of(spec: NodePoolGeometrySpec, loc: Locations) -> tuple[tuple[str, str], str, str]:
-    if pools.is_ascend(spec):
-        return loc.vnpu, c.VNPU_CONFIGMAP_KEY, "vnpu-configs"
-    return loc.mig, c.MIG_PARTED_CONFIGMAP_KEY, "mig-configs"
-
-
-def current_configs(
-    before: Cluster, spec: NodePoolGeometrySpec, loc: Locations
-) -> dict[str, list[Mapping[str, Any]]]:
-    """The agent ConfigMap's configs for this pool's vendor, by name (as the nodes name them)."""
-    where, key, section = _document_of(spec, loc)
-    text = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
-    try:
-        doc = yaml.safe_load(text) if text else None
-    except yaml.YAMLError:
-        return {}
-    return dict((doc or {}).get(section) or {}) if isinstance(doc, dict) else {}
-
-
-def _configs(
-    before: Cluster,
-    spec: NodePoolGeometrySpec,
-    pool: str,
-    seen: observe.PoolObservation,
-    loc: Locations,
-    documents: dict[tuple[str, str], tuple[str, str]],
-) -> None:
-    """Fold this pool's configs into the (shared) agent ConfigMap text, as the controller would."""
-    where, key, section = _document_of(spec, loc)
-    if where not in documents:
-        live = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
-        documents[where] = (key, live)
-    wanted, keep = observe.pool_configs(spec, seen)
-    text = pools.configs_document(documents[where][1], pool, section, wanted, keep)
-    if text is not None:
-        documents[where] = (key, text)
-
-
-def _diff(before: Cluster, where: tuple[str, str], key: str, text: str) -> ConfigDiff | None:
-    live = ((before.configmap(where) or {}).get("data") or {}).get(key, "")
-    return unified(f"{where[0]}/{where[1]} {key}", live, text)
-
-
-def unified(where: str, old: str, new: str) -> ConfigDiff | None:
-    if old == new:
-        return None
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
-        fromfile=f"{where} (live)",
-        tofile=f"{where} (planned)",
-    )
-    return ConfigDiff(
-        where, "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    )
+    return before_cap, after_cap

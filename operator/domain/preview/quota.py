@@ -27,9 +27,10 @@ from tessera.domain.quota import reporting
 from tessera.domain.quota.quantities import QuantityError, accelerators
 from tessera.domain.sharing import status as sharing_status
 
-from .preview import Cluster, Locations, ObjectPreview, Raw, TenantImpact, object_action
-from .preview_geometry import GeometryPreviews
-from .preview_sharing import SharingPreviews
+from .geometry import GeometryPreviews
+from .model import Cluster, Locations, Raw, object_action
+from .results import ObjectPreview, TenantImpact
+from .sharing import SharingPreviews
 
 KIND = "TenantQuota"
 

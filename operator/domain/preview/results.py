@@ -1,0 +1,125 @@
+"""What a preview says: per object an ``ObjectPreview`` (its node changes, and for an object
+``tessera plan --prune`` deletes, the ``Deletion`` its finalizer runs), the tenants whose quota
+it overcommits, and the agent ConfigMaps as unified diffs — the whole being a ``Preview``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .model import ObjectAction
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    node: str
+    before: str
+    after: str
+    disruptive: bool
+    evicts: tuple[str, ...] = ()  # namespace/name of the pods drained first
+    note: str = ""  # why it waits, or why it cannot happen
+
+
+@dataclass(frozen=True)
+class Release:
+    """A node the deleted object still holds, and what its finalizer writes to it."""
+
+    node: str
+    holds: tuple[str, ...]  # what ties the node to the object now
+    then: tuple[str, ...] = ()  # the finalizer's writes, in order
+    waits: str = ""  # what happens before those writes (a layout being verified finishes)
+    warnings: tuple[str, ...] = ()  # what the finalizer leaves for a person
+
+
+@dataclass(frozen=True)
+class RemovedQuota:
+    namespace: str
+    name: str
+    hard: Mapping[str, int] = field(default_factory=dict)  # requests.<resource> it enforced
+    used: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What deleting one object does, beyond ``ObjectPreview.changes`` and ``writes``."""
+
+    released: tuple[Release, ...] = ()  # NodePoolGeometry, SharingPolicy
+    kept: Mapping[str, str] = field(default_factory=dict)  # node -> layout it keeps
+    hami: tuple[str, ...] = ()  # nodes whose Tessera fields leave HAMi's node config
+    quotas: tuple[RemovedQuota, ...] = ()  # TenantQuota
+    unenforced: Mapping[str, int] = field(default_factory=dict)  # spec.total no longer held
+    effects: tuple[str, ...] = ()  # one sentence each
+
+
+@dataclass(frozen=True)
+class ObjectPreview:
+    """One manifest: its object-level change and, for pools, what happens on the nodes."""
+
+    kind: str
+    name: str
+    action: ObjectAction
+    nodes_total: int = 0
+    changes: tuple[NodeChange, ...] = ()
+    pods_to_evict: int = 0
+    blocking_pdbs: tuple[str, ...] = ()
+    plan_hash: str = ""  # what the operator writes to status.plan.hash (rollouts only)
+    approval: str = ""  # Automatic | Manual, for rollouts
+    approved: bool = False
+    capacity_before: Mapping[str, int] = field(default_factory=dict)
+    capacity_after: Mapping[str, int] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()  # NodePoolGeometry: nodes another pool selects (exit 1)
+    writes: tuple[str, ...] = ()  # other writes (ResourceQuotas), one sentence each
+    deletion: Deletion | None = None  # action "delete": what its finalizer does
+
+
+@dataclass(frozen=True)
+class TenantImpact:
+    tenant: str
+    before: bool  # Overcommitted now
+    after: bool  # Overcommitted once applied
+    message: str
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    where: str  # namespace/name key
+    diff: str  # unified diff, live → planned
+
+
+@dataclass(frozen=True)
+class Preview:
+    objects: tuple[ObjectPreview, ...] = ()
+    tenants: tuple[TenantImpact, ...] = ()
+    capacity: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # changed only
+    configs: tuple[ConfigDiff, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def conflicts(self) -> tuple[str, ...]:
+        """Pools that would select the same nodes: an error, the plan cannot be applied."""
+        return tuple(f"{o.kind}/{o.name}: {c}" for o in self.objects for c in o.conflicts)
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.configs
+            or any(o.action != "unchanged" or o.changes or o.writes for o in self.objects)
+        )
+
+
+def unified(where: str, old: str, new: str) -> ConfigDiff | None:
+    """``old`` -> ``new`` as a unified diff headed ``where`` (live, planned); None if equal."""
+    if old == new:
+        return None
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"{where} (live)",
+        tofile=f"{where} (planned)",
+    )
+    return ConfigDiff(
+        where, "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    )
