@@ -21,7 +21,7 @@ from . import capacity, gates, selection, targets
 from .machine import Context
 from .outcome import Outcome, Problem
 from .state import NodeState, Phase, ReportPhase, check
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView
+from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
 
 
 def disrupted(nodes: Sequence[NodeView], desired: Mapping[str, DesiredNode]) -> dict[str, str]:
@@ -110,9 +110,9 @@ def admit(
         return None, [], ""
     closed = gate(ctx, desired, approved)
     taken = {n: why for n, why in disrupted(nodes, desired).items() if n not in freed}
-    held = marked(nodes, taken)
-    limit = gates.budget(ctx.policy.max_unavailable, len(desired))
-    free = limit - len(taken)
+    slots = _Slots(ctx, taken, marked(nodes, taken), room_for(ctx, nodes, taken, freed))
+    slots.limit = gates.budget(ctx.policy.max_unavailable, len(desired))
+    slots.free = slots.would = slots.limit - len(taken)
     pods = {
         n.name: selection.selected(ctx.pods.get(n.name, ()), ctx.policy.drain)
         for n, _ in candidates
@@ -125,61 +125,88 @@ def admit(
             c[0].name,
         ),
     )
-    ledger = room_for(ctx, nodes, taken, freed)
-    starved: tuple[str, str] | None = None
-    would = free  # the slots an open gate would offer (the preview while it is closed)
-    outcomes = []
-    for node, d in order:
-        chosen = pods[node.name]
-        pdbs = {
-            g.ref
-            for p in chosen
-            for g in selection.guarding(p, ctx.pdbs)
-            if g.disruptions_allowed <= 0
-        }
-        hard = [h for p in chosen if (h := selection.hard_blocker(p, ctx.policy.drain, ctx.pdbs))]
-        wait = Outcome(
-            node=node.name,
-            phase=ReportPhase.PENDING,
-            why="",
-            pods_left=len(chosen),
-            blocking_pdbs=pdbs,
-        )
-        starts = (node.unschedulable and node.name in taken) or free > 0
-        if hard:
-            wait.why = f"not started, the drain could not finish: {'; '.join(hard)}"
-            wait.problem = Problem("DrainBlocked", wait.why)
-        elif closed is not None:
+    outcomes = [slots.decide(node, d, pods[node.name], closed) for node, d in order]
+    starved = slots.starved
+    return closed or starved, outcomes, starved[1] if starved else ""
+
+
+class _Slots:
+    """The disruption slots of one admission pass, spent candidate by candidate."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        taken: dict[str, str],
+        held: dict[str, str],
+        ledger: capacity.Ledger | None,
+    ) -> None:
+        self.ctx, self.taken, self.held, self.ledger = ctx, taken, held, ledger
+        self.limit = self.free = 0
+        self.would = 0  # the slots an open gate would offer (the preview while it is closed)
+        self.starved: tuple[str, str] | None = None
+
+    def decide(
+        self,
+        node: NodeView,
+        d: DesiredNode,
+        chosen: Sequence[PodView],
+        closed: tuple[str, str] | None,
+    ) -> Outcome:
+        """Start ``node`` (taking a slot unless it is already cordoned) or say why it waits."""
+        taken, ledger = self.taken, self.ledger
+        wait = _waiting(self.ctx, node, chosen)
+        starts = (node.unschedulable and node.name in taken) or self.free > 0
+        if wait.problem is not None:  # a pod kubectl would refuse to evict: never started
+            return wait
+        if closed is not None:
             wait.why = closed[1]
-            if ledger and would > 0 and node.ready:  # what approval would meet, nothing started
+            if ledger and self.would > 0 and node.ready:  # what approval would meet, nothing starts
                 if short := ledger.fit(node.name, chosen):
-                    starved = starved or (capacity.REASON, short)
+                    self.starved = self.starved or (capacity.REASON, short)
                 else:
-                    would -= 1
+                    self.would -= 1
         elif not node.ready:
             wait.why = f"{node.name} is NotReady"
-        elif node.unschedulable and node.name in taken and len(held) >= limit:
+        elif node.unschedulable and node.name in taken and len(self.held) >= self.limit:
             wait.why = (
-                f"already unschedulable; waiting for a disruption slot: {in_use(held, limit)}"
+                f"already unschedulable; waiting for a disruption slot: "
+                f"{in_use(self.held, self.limit)}"
             )
         elif (short := ledger.fit(node.name, chosen) if ledger and starts else "") != "":
             wait.why = f"not started: {short}"
-            starved = starved or (capacity.REASON, short)
+            self.starved = self.starved or (capacity.REASON, short)
         elif node.unschedulable and node.name in taken:
             slot = "already unschedulable, takes no new slot and stays cordoned afterwards"
-            outcomes.append(start(ctx, node, d, slot, wait))
-            held[node.name] = "being changed"
-            continue
-        elif free <= 0:
-            wait.why = f"waiting for a disruption slot: {in_use(taken, limit)}"
+            self.held[node.name] = "being changed"
+            return start(self.ctx, node, d, slot, wait)
+        elif self.free <= 0:
+            wait.why = f"waiting for a disruption slot: {in_use(taken, self.limit)}"
         else:
-            slot = f"{free} of {limit} disruption slots free"
-            outcomes.append(start(ctx, node, d, slot, wait))
-            free -= 1
-            taken[node.name] = held[node.name] = "being changed"
-            continue
-        outcomes.append(wait)
-    return closed or starved, outcomes, starved[1] if starved else ""
+            slot = f"{self.free} of {self.limit} disruption slots free"
+            self.free -= 1
+            taken[node.name] = self.held[node.name] = "being changed"
+            return start(self.ctx, node, d, slot, wait)
+        return wait
+
+
+def _waiting(ctx: Context, node: NodeView, chosen: Sequence[PodView]) -> Outcome:
+    """The Pending outcome of ``node``: its pods, the PDBs that allow no disruption now, and
+    the pod kubectl would refuse to evict (then the node is not started at all)."""
+    pdbs = {
+        g.ref for p in chosen for g in selection.guarding(p, ctx.pdbs) if g.disruptions_allowed <= 0
+    }
+    wait = Outcome(
+        node=node.name,
+        phase=ReportPhase.PENDING,
+        why="",
+        pods_left=len(chosen),
+        blocking_pdbs=pdbs,
+    )
+    hard = [h for p in chosen if (h := selection.hard_blocker(p, ctx.policy.drain, ctx.pdbs))]
+    if hard:
+        wait.why = f"not started, the drain could not finish: {'; '.join(hard)}"
+        wait.problem = Problem("DrainBlocked", wait.why)
+    return wait
 
 
 def room_for(
