@@ -93,17 +93,11 @@ def plan(
         asc_old = asc_now.get(node.name) if node.name in seen.hami_ascend_managed else None
         owner = assignment.owner.get(node.name)
         result = results.get(owner) if owner else None
-        hold = node.name in assignment.held or (result is not None and not result.valid)
-        checkable = result is not None and result.valid and result.config is not None
-        if (
-            checkable
-            and result is not None
-            and result.config is not None
-            and node.vendor == "nvidia"
-        ):
-            failures = node_rules.check(result.config, node)
+        failures = _node_failures(node, result)
+        if result is not None:
             failed[result.name].extend(failures)
-            hold = hold or bool(failures)
+        invalid = result is not None and not result.valid
+        hold = node.name in assignment.held or invalid or bool(failures)
         target, nv_new, asc_new = _wanted(node, result, ref)
         if not hold:
             old = states.now(node, data, ref, nv_old, asc_old)
@@ -125,6 +119,29 @@ def plan(
         if asc_new:
             asc_want[node.name] = asc_new
     results = {n: replace(r, node_errors=tuple(failed[n])) for n, r in results.items()}
+    cm, nv, asc = _maps(seen, cfg, data, results, targets, nv_want, asc_want, assignment)
+    return SharingPlan(assignment, results, cm, nv, asc, node_changes, waiting)
+
+
+def _node_failures(node: NodeFacts, result: PolicyResult | None) -> list[RuleError]:
+    """What the policy's config asks that this NVIDIA node cannot give (its rules)."""
+    if result is None or not result.valid or result.config is None or node.vendor != "nvidia":
+        return []
+    return list(node_rules.check(result.config, node))
+
+
+def _maps(
+    seen: Observed,
+    cfg: Settings,
+    data: dict[str, str],
+    results: Mapping[str, PolicyResult],
+    targets: Mapping[str, configmap.Target],
+    nv_want: Mapping[str, Mapping[str, Any]],
+    asc_want: Mapping[str, Mapping[str, Any]],
+    assignment: Assignment,
+) -> tuple[configmap.ConfigMapPlan, hami.EntriesPlan, hami.EntriesPlan]:
+    """The device-plugin map's plan and the two HAMi node-config maps' plans."""
+    ref = cfg.plugin_map
     contents = {r.key: r.content for r in results.values() if r.valid and r.key and r.content}
     managed = configmap.managed_keys(seen.plugin_annotations)
     cm = configmap.ConfigMapPlan(ref)  # no NVIDIA node and no map yet: no plugin reads one
@@ -157,7 +174,7 @@ def plan(
         where=cfg.hami_ascend_where,
         owners=assignment.owner,
     )
-    return SharingPlan(assignment, results, cm, nv, asc, node_changes, waiting)
+    return cm, nv, asc
 
 
 def _wanted(
