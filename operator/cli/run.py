@@ -52,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--health-port", type=int, default=0, help="liveness on :PORT/healthz; 0 = off"
     )
     run.add_argument("--resync-seconds", type=float, default=60.0)
+    run.add_argument(
+        "--retry-cap-seconds",
+        type=float,
+        default=60.0,
+        help="a failing object is retried after 1 s, doubling per failure up to this",
+    )
     run.add_argument("--log-level", default="INFO")
     run.add_argument(
         "--log-format",
@@ -71,6 +77,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
     return Settings(
         resync_seconds=args.resync_seconds,
+        retry_cap_seconds=args.retry_cap_seconds,
         mig_configmap=args.mig_parted_configmap,
         device_plugin_configmap=args.device_plugin_configmap,
         vnpu_configmap=args.vnpu_configmap,

@@ -21,24 +21,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tessera.adapters.events import EventType, Ref
+from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
-from tessera.domain.conditions import Verdict, conditions_for, landed, warns
-from tessera.observability import metrics
-from tessera.observability.tracing import span
+from tessera.domain.conditions import Verdict, landed
 
-from . import evictions
+from . import evictions, skeleton
 from . import rollout_driver as driver
-from .runtime import Context, Result, custom_path, ref_of, spec_error, stall, write_status
+from .runtime import Context, Result, custom_path, ref_of, spec_error
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
 log = logging.getLogger("tessera.nodepoolgeometry")
 _CONFIGMAP_ATTEMPTS = 5
+_KIND = skeleton.Kind(KIND, PLURAL)
 
 
 def owner_id(name: str) -> str:
@@ -46,39 +45,39 @@ def owner_id(name: str) -> str:
 
 
 def reconcile(ctx: Context, name: str) -> Result:
-    obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
-    if obj is None or obj["metadata"].get("deletionTimestamp"):
-        return Result()
-    with span("reconcile", kind=KIND, name=name):
-        try:
-            spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
-        except ValidationError as err:
-            return stall(ctx, PLURAL, obj, "InvalidSpec", spec_error(err))
-        where = _agent_configmap(ctx, spec)
-        with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
-            listed = pool.submit(ctx.kube.list, "/api/v1/nodes")
-            sharing = pool.submit(_sharing, ctx)
-            configs = pool.submit(ctx.kube.get_or_none, where.path)
-            others = pool.submit(_other_pools, ctx, name)
-            nodes = listed.result()
-            seen = cluster.observe_pool(name, spec, nodes, sharing.result(), others.result())
-        desired, involved = seen.desired, list(seen.involved)
-        _ensure_configs(ctx, where, name, spec, seen, configs.result())
-        pods = driver.pods_for(ctx, involved, desired)
-        pdbs = driver.pdbs(ctx) if pods else []
-        approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
-        policy = pool_claims.policy(name, seen.claims, spec.rollout)
-        room = driver.room(ctx, nodes, involved, desired)
-        plan = rollout.plan(
-            seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room
-        )
-        applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
-        evictions.announce_held(ctx, ref_of(obj), plan.nodes)
-        verdict = landed(_verdict(name, spec, seen, plan), applied)
-        _status(ctx, obj, plan, seen.targets, verdict)
-        driver.export_phases(KIND, name, plan)
-        metrics.RECONCILES.labels(KIND, verdict.state).inc()
-        return Result(plan.requeue_after, starved=bool(plan.short_of_room))
+    return skeleton.run(ctx, _KIND, name, _steps)
+
+
+def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome:
+    name = obj["metadata"]["name"]
+    try:
+        spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+    except ValidationError as err:
+        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", spec_error(err)))
+    where = _agent_configmap(ctx, spec)
+    with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
+        listed = pool.submit(ctx.kube.list, "/api/v1/nodes")
+        sharing = pool.submit(_sharing, ctx)
+        configs = pool.submit(ctx.kube.get_or_none, where.path)
+        others = pool.submit(_other_pools, ctx, name)
+        nodes = listed.result()
+        seen = cluster.observe_pool(name, spec, nodes, sharing.result(), others.result())
+    desired, involved = seen.desired, list(seen.involved)
+    _ensure_configs(ctx, where, name, spec, seen, configs.result())
+    pods = driver.pods_for(ctx, involved, desired)
+    pdbs = driver.pdbs(ctx) if pods else []
+    approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
+    policy = pool_claims.policy(name, seen.claims, spec.rollout)
+    room = driver.room(ctx, nodes, involved, desired)
+    plan = rollout.plan(
+        seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room
+    )
+    applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
+    evictions.announce_held(ctx, ref_of(obj), plan.nodes)
+    verdict = landed(_verdict(name, spec, seen, plan), applied)
+    driver.export_phases(KIND, name, plan)
+    result = Result(plan.requeue_after, starved=bool(plan.short_of_room))
+    return skeleton.Outcome(verdict, _status(obj, plan, seen.targets), result)
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -226,27 +225,17 @@ def _ensure_namespace(ctx: Context, namespace: str) -> None:
 
 
 def _status(
-    ctx: Context,
-    obj: Obj,
-    plan: rollout.Plan,
-    targets: Mapping[str, pools.NodeTarget],
-    verdict: Verdict,
-) -> None:
-    meta = obj["metadata"]
-    generation = meta.get("generation", 0)
-    previous = (obj.get("status") or {}).get("conditions") or []
+    obj: Obj, plan: rollout.Plan, targets: Mapping[str, pools.NodeTarget]
+) -> dict[str, Any]:
     capacity: dict[str, int] = {}
     for target in targets.values():
         for resource, count in target.capacity.items():
             capacity[resource] = capacity.get(resource, 0) + count
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
+    return {
+        "observedGeneration": obj["metadata"].get("generation", 0),
         "plan": plan.summary.model_dump(by_alias=True),
         "nodes": plan.counts.model_dump(by_alias=True),
         "problems": [p.model_dump(by_alias=True) for p in plan.problems],
         "capacity": {k: str(v) for k, v in sorted(capacity.items())},
-        "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
+        "conditions": [],  # the pass's verdict, added by the skeleton
     }
-    if write_status(ctx, PLURAL, obj, status) and verdict.state != "ready":
-        kind: EventType = "Warning" if warns(verdict) else "Normal"
-        ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), kind)

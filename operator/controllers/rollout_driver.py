@@ -23,7 +23,7 @@ from tessera.domain import cluster, rollout
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
-from . import evictions, node_patch
+from . import evictions, node_patch, skeleton
 from .runtime import Context, stopping
 
 log = logging.getLogger("tessera.rollout")
@@ -180,6 +180,7 @@ def _run(
         except ApiError as err:
             texts = "; ".join(rollout.describe(a) for a in run)
             log.warning("%s/%s: %s failed: %s", owner.kind, owner.name, texts, err)
+            skeleton.refused(err)  # the pass reports it in the object's status
             return False
     for action in run:
         text = rollout.describe(action)

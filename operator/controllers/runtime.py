@@ -7,6 +7,7 @@ build a Context around the real API server and a clock they control.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -19,8 +20,7 @@ from tessera.adapters.events import EventRecorder, Ref
 from tessera.adapters.index import Index
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.domain import cluster
-from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain import cluster, failures
 from tessera.domain.rollout import PodView
 
 STOPPING: ContextVar[Callable[[], bool]] = ContextVar("stopping", default=lambda: False)
@@ -48,6 +48,9 @@ class Settings:
     )
     vnpu_configmap: tuple[str, str] = (c.VNPU_CONFIGMAP_NAMESPACE, c.VNPU_CONFIGMAP_NAME)
     hami_namespace: str = c.HAMI_NAMESPACE
+    retry_base_seconds: float = failures.BACKOFF_BASE_S
+    retry_cap_seconds: float = failures.BACKOFF_CAP_S
+    """A failing object's passes back off from ``retry_base_seconds`` doubling to this."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,28 @@ class Result:
     requeue_after: float | None = None
     starved: bool = False
     """A node waits for room for its drain's pods: wake the object on any node or pod change."""
+    failures: int = 0
+    """Failed passes in a row, this one included (0: it succeeded): the runner backs off."""
+
+
+class Streaks:
+    """Failed passes in a row, per object: the count behind backoff and Stalled-after-N."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def failed(self, plural: str, name: str) -> int:
+        """Count one more failed pass of the object; the count, this one included."""
+        with self._lock:
+            count = self._counts.get((plural, name), 0) + 1
+            self._counts[(plural, name)] = count
+            return count
+
+    def succeeded(self, plural: str, name: str) -> None:
+        """A pass succeeded (or the object is gone): the next failure starts afresh."""
+        with self._lock:
+            self._counts.pop((plural, name), None)
 
 
 @dataclass
@@ -67,6 +92,7 @@ class Context:
     pod_index: Index[PodView] | None = None
     """Pods by node, watch-fed; None where nothing keeps one (then pods are listed)."""
     events: EventRecorder = field(init=False)
+    streaks: Streaks = field(default_factory=Streaks)
 
     def __post_init__(self) -> None:
         self.events = EventRecorder(self.kube)
@@ -103,22 +129,6 @@ def spec_error(err: ValidationError) -> str:
     """The first validation error, as ``spec.<field>: <why>``."""
     first = err.errors()[0]
     return "spec." + ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"
-
-
-def stall(ctx: Context, plural: str, obj: dict[str, Any], reason: str, message: str) -> Result:
-    """Report Stalled (keeping the rest of the status) with a Warning event; nothing else moves."""
-    meta = obj["metadata"]
-    generation = meta.get("generation", 0)
-    previous = (obj.get("status") or {}).get("conditions") or []
-    verdict = Verdict("stalled", reason, message)
-    status = {
-        **(obj.get("status") or {}),
-        "observedGeneration": generation,
-        "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
-    }
-    write_status(ctx, plural, obj, status)
-    ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
-    return Result()
 
 
 def pod_index(kube: Kube) -> Index[PodView]:

@@ -16,18 +16,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tessera.adapters.events import EventType, Ref
+from tessera.adapters.events import Ref
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.domain import rollout
-from tessera.domain.conditions import Verdict, conditions_for, warns
+from tessera.domain.conditions import Verdict
 from tessera.domain.sharing import planning, rollout_targets, status
 from tessera.domain.sharing.assignment import assign
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
-from . import rollout_driver, sharing_apply, sharing_observe, sharing_rollout
-from .runtime import Context, Result, custom_path, ref_of, write_status
+from . import rollout_driver, sharing_apply, sharing_observe, sharing_rollout, skeleton
+from .runtime import Context, Result, custom_path, ref_of
 
 PLURAL = sharing_observe.PLURAL
 KIND = "SharingPolicy"
@@ -36,41 +36,39 @@ ROLLING_REQUEUE = 1.0  # seconds between passes while a rollout drains or verifi
 log = logging.getLogger("tessera.sharingpolicy")
 STATES = ("matched", "applied", "conflicted", "awaiting-rollout")
 _LOCK = threading.Lock()
+_KIND = skeleton.Kind(KIND, PLURAL)
 
 
 def reconcile(ctx: Context, name: str) -> Result:
-    obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
-    if obj is None or obj["metadata"].get("deletionTimestamp"):
-        return Result()
-    with _LOCK, span("reconcile", kind=KIND, name=name):
-        try:
-            spec = sharing_observe.spec_of(obj)
-        except ValidationError as err:
-            first = err.errors()[0]
-            where = "spec." + ".".join(str(p) for p in first["loc"])
-            return _stalled(ctx, obj, Verdict("stalled", "InvalidSpec", f"{where}: {first['msg']}"))
+    return skeleton.run(ctx, _KIND, name, _steps)
+
+
+def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome:
+    name = obj["metadata"]["name"]
+    try:
+        spec = sharing_observe.spec_of(obj)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = "spec." + ".".join(str(p) for p in first["loc"])
+        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", f"{where}: {first['msg']}"))
+    with _LOCK:
         snap, plan, writes = _converge(ctx, obj)
         rolled = sharing_rollout.run(ctx, obj, spec, plan, snap.facts, snap.nodes)
-        summary = status.summarize(plan, name, snap.facts.values())
-        verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
-        wrote = _status(ctx, obj, summary, verdict)
-        if wrote and verdict.state != "ready":
-            kind: EventType = "Warning" if warns(verdict) else "Normal"
-            ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), kind)
-        actions = len(rolled.actions) if rolled is not None else 0
-        log.info(
-            "sharingpolicy/%s: pass done: %d config write(s), %d rollout action(s), status %s",
-            name,
-            writes,
-            actions,
-            "written" if wrote else "unchanged",
-        )
-        _export(name, summary, plan)
-        rollout_driver.export_phases(KIND, name, rolled)
-        metrics.RECONCILES.labels(KIND, verdict.state).inc()
+    summary = status.summarize(plan, name, snap.facts.values())
+    verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
+    actions = len(rolled.actions) if rolled is not None else 0
+    log.info(
+        "sharingpolicy/%s: pass done: %d config write(s), %d rollout action(s)",
+        name,
+        writes,
+        actions,
+    )
+    _export(name, summary, plan)
+    rollout_driver.export_phases(KIND, name, rolled)
     busy = rolled is not None and rolled.requeue_after is not None
     starved = rolled is not None and bool(rolled.short_of_room)
-    return Result(ROLLING_REQUEUE if busy else None, starved=starved)
+    result = Result(ROLLING_REQUEUE if busy else None, starved=starved)
+    return skeleton.Outcome(verdict, _status(obj, summary), result)
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -171,12 +169,9 @@ def _verdict(base: Verdict, rolled: rollout.Plan | None, missing_pool: str | Non
     return Verdict(rolled.verdict.state, rolled.verdict.reason, rolled.verdict.message, base.extra)
 
 
-def _status(ctx: Context, obj: Obj, summary: status.Summary, verdict: Verdict) -> bool:
-    meta = obj["metadata"]
-    previous = (obj.get("status") or {}).get("conditions") or []
-    generation = meta.get("generation", 0)
-    body: dict[str, Any] = {
-        "observedGeneration": generation,
+def _status(obj: Obj, summary: status.Summary) -> dict[str, Any]:
+    return {
+        "observedGeneration": obj["metadata"].get("generation", 0),
         "configKey": summary.config_key,
         "nodes": {
             "matched": summary.matched,
@@ -184,24 +179,8 @@ def _status(ctx: Context, obj: Obj, summary: status.Summary, verdict: Verdict) -
             "conflicted": summary.conflicted,
         },
         "advertised": dict(summary.advertised),
-        "conditions": conditions_for(verdict, generation, previous, ctx.clock()),
+        "conditions": [],  # the pass's verdict, added by the skeleton
     }
-    return write_status(ctx, PLURAL, obj, body)
-
-
-def _stalled(ctx: Context, obj: Obj, verdict: Verdict) -> Result:
-    meta = obj["metadata"]
-    previous = (obj.get("status") or {}).get("conditions") or []
-    conditions = conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock())
-    body = {
-        **(obj.get("status") or {}),
-        "observedGeneration": meta.get("generation", 0),
-        "conditions": conditions,
-    }
-    write_status(ctx, PLURAL, obj, body)
-    ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), "Warning")
-    metrics.RECONCILES.labels(KIND, "stalled").inc()
-    return Result()
 
 
 def _export(name: str, summary: status.Summary, plan: planning.SharingPlan) -> None:

@@ -17,63 +17,66 @@ from pydantic import ValidationError
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain import selectors
-from tessera.domain.conditions import Verdict, conditions_for
+from tessera.domain.conditions import Verdict
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota import objects, planning, reporting
 from tessera.domain.quota.quantities import QuantityError, accelerators, counts
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
-from .runtime import Context, Result, custom_path, ref_of, spec_error, stall, write_status
+from . import skeleton
+from .runtime import Context, Result, custom_path, ref_of, spec_error
 
 PLURAL = "tenantquotas"
 KIND = "TenantQuota"
 FAST_REQUEUE = 0.5  # waiting for the quota controller to confirm a wave
 log = logging.getLogger("tessera.tenantquota")
+_KIND = skeleton.Kind(KIND, PLURAL, announce=False)  # each wave's writes have their own Event
 
 
 def reconcile(ctx: Context, name: str) -> Result:
-    obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
-    if obj is None or obj["metadata"].get("deletionTimestamp"):
-        return Result()
-    with span("reconcile", kind=KIND, name=name):
-        try:
-            spec = TenantQuotaSpec.model_validate(obj.get("spec") or {})
-        except ValidationError as err:
-            return _stalled(ctx, obj, "InvalidSpec", spec_error(err))
-        tenants = _tenants(ctx)
-        namespaces = ctx.kube.list("/api/v1/namespaces")
-        member_map = {
-            tenant: [
-                ns["metadata"]["name"]
-                for ns in namespaces
-                if not ns["metadata"].get("deletionTimestamp")
-                and selectors.matches(s.namespace_selector, ns["metadata"].get("labels") or {})
-            ]
-            for tenant, s in tenants.items()
-        }
-        membership = membership_.resolve(member_map)
-        try:
-            seen = _seen_quotas(ctx)
-            plan = planning.plan(name, spec, membership, seen)
-        except QuantityError as err:
-            return _stalled(ctx, obj, "InvalidSpec", str(err))
-        wave = plan.next_wave
-        for action in wave:
-            _apply(ctx, obj, action, seen)
-        if wave:  # re-observe before the status claims anything about the new limits
-            seen = _seen_quotas(ctx)
-            plan = planning.plan(name, spec, membership, seen)
-        capacity = _capacity(ctx)
-        commitments = {
-            t: reporting.commitment(s, len(membership.namespaces_of(t))) for t, s in tenants.items()
-        }
-        overcommit = reporting.overcommitted(name, commitments, capacity)
-        verdict = reporting.verdict(name, plan, membership, overcommit)
-        _status(ctx, obj, spec, plan, seen, capacity, verdict, membership.contested_of(name))
-        _export(name, spec, seen)
-        metrics.RECONCILES.labels(KIND, verdict.state).inc()
-        return Result(None if plan.settled else FAST_REQUEUE)
+    return skeleton.run(ctx, _KIND, name, _steps)
+
+
+def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome:
+    name = obj["metadata"]["name"]
+    try:
+        spec = TenantQuotaSpec.model_validate(obj.get("spec") or {})
+    except ValidationError as err:
+        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", spec_error(err)))
+    tenants = _tenants(ctx)
+    namespaces = ctx.kube.list("/api/v1/namespaces")
+    member_map = {
+        tenant: [
+            ns["metadata"]["name"]
+            for ns in namespaces
+            if not ns["metadata"].get("deletionTimestamp")
+            and selectors.matches(s.namespace_selector, ns["metadata"].get("labels") or {})
+        ]
+        for tenant, s in tenants.items()
+    }
+    membership = membership_.resolve(member_map)
+    try:
+        seen = _seen_quotas(ctx)
+        plan = planning.plan(name, spec, membership, seen)
+    except QuantityError as err:
+        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", str(err)))
+    wave = plan.next_wave
+    for action in wave:
+        _apply(ctx, obj, action, seen)
+    if wave:  # re-observe before the status claims anything about the new limits
+        seen = _seen_quotas(ctx)
+        plan = planning.plan(name, spec, membership, seen)
+    capacity = _capacity(ctx)
+    commitments = {
+        t: reporting.commitment(s, len(membership.namespaces_of(t))) for t, s in tenants.items()
+    }
+    overcommit = reporting.overcommitted(name, commitments, capacity)
+    verdict = reporting.verdict(name, plan, membership, overcommit)
+    contested = membership.contested_of(name)
+    _export(name, spec, seen)
+    result = Result(None if plan.settled else FAST_REQUEUE)
+    return skeleton.Outcome(verdict, _status(obj, spec, plan, seen, capacity, contested), result)
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -175,18 +178,14 @@ def _apply(ctx: Context, obj: Obj, action: planning.Action, seen: list[objects.S
 
 
 def _status(
-    ctx: Context,
     obj: Obj,
     spec: TenantQuotaSpec,
     plan: planning.Plan,
     seen: list[objects.SeenQuota],
     capacity: dict[str, int],
-    verdict: Verdict,
     contested: tuple[str, ...],
-) -> None:
+) -> dict[str, Any]:
     meta = obj["metadata"]
-    previous = (obj.get("status") or {}).get("conditions") or []
-    conditions = conditions_for(verdict, meta.get("generation", 0), previous, ctx.clock())
     status = reporting.status(
         spec,
         plan,
@@ -194,15 +193,10 @@ def _status(
         capacity,
         tenant=meta["name"],
         generation=meta.get("generation", 0),
-        conditions=conditions,
+        conditions=[],  # the pass's verdict, added by the skeleton
         contested=contested,
     )
-    write_status(ctx, PLURAL, obj, status.model_dump(by_alias=True, exclude_none=True))
-
-
-def _stalled(ctx: Context, obj: Obj, reason: str, message: str) -> Result:
-    metrics.RECONCILES.labels(KIND, "stalled").inc()
-    return stall(ctx, PLURAL, obj, reason, message)
+    return status.model_dump(by_alias=True, exclude_none=True)
 
 
 def _export(name: str, spec: TenantQuotaSpec, seen: list[objects.SeenQuota]) -> None:

@@ -1,28 +1,27 @@
 """kopf registration: every trigger becomes one wake-up of one idempotent reconcile.
 
-No decision is made here. Each custom object gets a kopf daemon that runs
-its controller's ``reconcile`` whenever something wakes it — a change to the
-object, a Node/Namespace/ResourceQuota change that matters to it — or when
-the resync interval passes. Wake-ups coalesce: a burst of a thousand Node
-events costs one reconcile, and two reconciles of one object never overlap.
-Deletion runs the controller's ``finalize`` behind Tessera's finalizer.
+No decision is made here. Each custom object gets a kopf daemon that runs the
+per-object runner (``tessera.controllers.loop``): its controller's
+``reconcile`` whenever something wakes it — a change to the object, a
+Node/Namespace/ResourceQuota change that matters to it — or when the resync
+interval (or a failed pass's backoff) passes. Wake-ups coalesce: a burst of a
+thousand Node events costs one reconcile, and two reconciles of one object never
+overlap. Deletion runs the controller's ``finalize`` behind Tessera's finalizer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import kopf
 
-from tessera.adapters.kube import ApiError
 from tessera.api import constants as c
-from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
-from tessera.controllers.runtime import STOPPING, Context, Result
+from tessera.controllers import loop, nodepoolgeometry, sharingpolicy, tenantquota
+from tessera.controllers.loop import Controller, Waiting, guarded
+from tessera.controllers.runtime import Context
 from tessera.controllers.writer_lease import WriterLease
 from tessera.domain.rollout import PodView
 from tessera.handlers.wakeups import (
@@ -32,27 +31,6 @@ from tessera.handlers.wakeups import (
     object_fingerprint,
     pod_nodes,
 )
-from tessera.observability import metrics
-
-log = logging.getLogger("tessera.handlers")
-T = TypeVar("T")
-RETRY_SECONDS = 5.0  # after a failed pass
-LEASE_RETRY_S = 1.0
-"""A pass that finds the writer Lease held by a live peer looks again this much later."""
-
-
-def transient(err: ApiError) -> bool:
-    """The API server is away (restart, overload) or the object moved under us (409)."""
-    return err.status in (0, 409, 429) or err.status >= 500
-
-
-@dataclass(frozen=True)
-class Controller:
-    kind: str
-    plural: str
-    reconcile: Callable[[Context, str], Result]
-    finalize: Callable[[Context, str], bool]  # True once nothing of the object is left
-
 
 CONTROLLERS: tuple[Controller, ...] = (
     Controller(
@@ -121,37 +99,7 @@ def _register_kind(
         id="reconcile",
     )
     async def run(name: str, stopped: kopf.DaemonStopped, **_: Any) -> None:
-        STOPPING.set(lambda: bool(stopped))  # this task's context, copied into each pass
-        wake = wakeups.event(plural, name)
-        seconds = metrics.RECONCILE_SECONDS.labels(controller.kind)
-        if lease is not None:
-            lease.daemon_started()
-        try:
-            while not stopped:
-                wake.clear()
-                started = time.monotonic()
-                try:
-                    result = await asyncio.to_thread(
-                        _guarded, lease, lambda: controller.reconcile(ctx, name)
-                    )
-                    delay = _after(ctx, wakeups, plural, name, result)
-                except ApiError as err:  # the message says it all: no stack for an answer
-                    level = logging.WARNING if transient(err) else logging.ERROR
-                    log.log(level, "%s/%s: reconcile failed: %s; retrying", plural, name, err)
-                    delay = RETRY_SECONDS
-                except Exception:
-                    log.exception("%s/%s: reconcile failed; retrying", plural, name)
-                    delay = RETRY_SECONDS
-                seconds.observe(time.monotonic() - started)
-                waiter = asyncio.ensure_future(wake.wait())
-                try:
-                    await asyncio.wait({waiter}, timeout=delay)
-                finally:
-                    waiter.cancel()
-        finally:
-            wakeups.forget(plural, name)
-            if lease is not None and lease.daemon_stopped():  # counted here: cannot be lost
-                await asyncio.shield(asyncio.to_thread(lease.release))
+        await loop.run(ctx, wakeups, controller, name, lambda: bool(stopped), lease)
 
     seen: dict[str, tuple[object, ...]] = {}
 
@@ -167,46 +115,13 @@ def _register_kind(
 
     @kopf.on.delete(c.GROUP, c.VERSION, plural, registry=registry, id="finalize")
     async def delete(name: str, **_: Any) -> None:
-        finalized = await asyncio.to_thread(_guarded, lease, lambda: controller.finalize(ctx, name))
+        finalized = await asyncio.to_thread(guarded, lease, lambda: controller.finalize(ctx, name))
         if isinstance(finalized, Waiting):
-            raise kopf.TemporaryError(f"writer lease {finalized.reason}", delay=LEASE_RETRY_S)
+            raise kopf.TemporaryError(f"writer lease {finalized.reason}", delay=loop.LEASE_RETRY_S)
         if not finalized:
             raise kopf.TemporaryError("backing out in-flight nodes", delay=2)
         for other in CONTROLLERS:  # e.g. another tenant may now own a namespace
             wakeups.wake_all(other.plural)
-
-
-def _after(
-    ctx: Context, wakeups: Wakeups, plural: str, name: str, result: Result | Waiting
-) -> float:
-    """Seconds until the next pass unless woken; an object waiting for room wakes on any change."""
-    if isinstance(result, Waiting):
-        return LEASE_RETRY_S
-    wakeups.starve(plural, name, result.starved)
-    return result.requeue_after or ctx.settings.resync_seconds
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A pass that did not run: another replica holds the writer Lease."""
-
-    reason: str
-
-
-def _guarded(lease: WriterLease | None, work: Callable[[], T]) -> T | Waiting:
-    """Run one pass, holding the writer Lease when there is one."""
-    if lease is None:
-        return work()
-    with lease.writing() as claim:
-        if claim.verdict != "held":
-            log.debug("writer lease %s; looking again in %.0f s", claim.reason, LEASE_RETRY_S)
-            return Waiting(claim.reason)
-        outer = STOPPING.get()  # a Lease that could not be renewed admits no further stage
-        token = STOPPING.set(lambda: outer() or not lease.valid())
-        try:
-            return work()
-        finally:
-            STOPPING.reset(token)
 
 
 def _register_watches(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wakeups) -> None:

@@ -14,6 +14,11 @@ from prometheus_client.metrics import MetricWrapperBase
 RECONCILES = Counter(
     "tessera_reconciles_total", "Reconcile passes, by kind and outcome.", ["kind", "outcome"]
 )
+STATUS_WRITE_FAILURES = Counter(
+    "tessera_status_write_failures_total",
+    "Status writes the API server refused or never answered, by kind.",
+    ["kind"],
+)
 RECONCILE_SECONDS = Histogram(
     "tessera_reconcile_duration_seconds", "Time of one reconcile pass.", ["kind"]
 )

@@ -1,0 +1,127 @@
+"""The one reconcile pass all three controllers run: observe → plan → apply → status.
+
+A controller supplies its steps (``Steps``): from the object it reads the
+cluster, plans, applies, and says what the status holds and which verdict it
+reached. The rest is done here once, the same way for every kind: read the
+object, leave one being deleted to ``finalize``, and **always** write status —
+also when the pass failed. An API error that escaped the steps, or a write of
+the plan the API server refused (``refused``), becomes ``Reconciling`` or
+``Stalled`` with the API's own message (``tessera.domain.failures`` decides
+which) and an Event. A status that cannot be written (the status verb revoked,
+the API server away) is logged and counted, never raised; the failed pass
+backs off (``Result.failures``) like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tessera.adapters.events import EventType
+from tessera.adapters.kube import ApiError, Obj
+from tessera.domain import failures
+from tessera.domain.conditions import Verdict, conditions_for, warns
+from tessera.domain.failures import Failure
+from tessera.observability import metrics
+from tessera.observability.tracing import span
+
+from .runtime import Context, Result, custom_path, ref_of, write_status
+
+log = logging.getLogger("tessera.reconcile")
+_REFUSED: ContextVar[list[Failure] | None] = ContextVar("refused", default=None)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a controller's steps concluded about its object."""
+
+    verdict: Verdict
+    status: Mapping[str, Any] | None = None
+    """The kind's status fields (conditions are added here); None keeps the status as it is
+    and reports only the verdict, with an Event (a spec that cannot be acted on)."""
+    result: Result = field(default_factory=Result)
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    plural: str
+    announce: bool = True
+    """Post an Event when a not-Ready verdict changes the status (failures always post one)."""
+
+
+Steps = Callable[[Context, Obj], Outcome]
+
+
+def refused(err: ApiError) -> None:
+    """Note a write of the plan that the API server refused, for this pass to report.
+
+    A 409 or 404 is a race (another writer, a node gone): the next pass re-plans from what
+    really happened, which ``conditions.landed`` reports; it is no failure of the pass.
+    """
+    found = _REFUSED.get()
+    if found is not None and not (err.conflict or err.not_found):
+        found.append(Failure(err.status, str(err)))
+
+
+def run(ctx: Context, kind: Kind, name: str, steps: Steps) -> Result:
+    """One pass over the object ``name``; status written whatever happened in ``steps``."""
+    obj = ctx.kube.get_or_none(custom_path(kind.plural, name))
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        ctx.streaks.succeeded(kind.plural, name)
+        return Result()
+    with span("reconcile", kind=kind.kind, name=name), _noting() as found:
+        failure: Failure | None = None
+        try:
+            out = steps(ctx, obj)
+        except ApiError as err:  # the message says it all: no stack for an answer
+            level = logging.WARNING if failures.transient(err.status) else logging.ERROR
+            log.log(level, "%s/%s: reconcile failed: %s", kind.plural, name, err)
+            out, failure = Outcome(Verdict("progressing", "", "")), Failure(err.status, str(err))
+        except Exception as err:
+            log.exception("%s/%s: reconcile failed", kind.plural, name)
+            text = f"{type(err).__name__}: {err} (a bug in Tessera; see the operator's log)"
+            out, failure = Outcome(Verdict("progressing", "", "")), Failure(failures.INTERNAL, text)
+        return _report(ctx, kind, obj, out, failure or (found[0] if found else None))
+
+
+@contextmanager
+def _noting() -> Iterator[list[Failure]]:
+    found: list[Failure] = []
+    token = _REFUSED.set(found)
+    try:
+        yield found
+    finally:
+        _REFUSED.reset(token)
+
+
+def _report(ctx: Context, kind: Kind, obj: Obj, out: Outcome, failure: Failure | None) -> Result:
+    name, generation = obj["metadata"]["name"], obj["metadata"].get("generation", 0)
+    verdict, tries = out.verdict, 0
+    if failure is not None:
+        tries = ctx.streaks.failed(kind.plural, name)
+        verdict = failures.verdict(failure, tries, out.verdict.extra)
+    old = obj.get("status") or {}
+    status = dict(out.status if out.status is not None else old)
+    status["observedGeneration"] = generation
+    previous = old.get("conditions") or []
+    status["conditions"] = conditions_for(verdict, generation, previous, ctx.clock())
+    try:
+        wrote = write_status(ctx, kind.plural, obj, status)
+    except ApiError as err:  # never crash the loop: the next pass tries again, backing off
+        log.error("%s/%s: could not write status: %s", kind.plural, name, err)
+        metrics.STATUS_WRITE_FAILURES.labels(kind.kind).inc()
+        tries = tries or ctx.streaks.failed(kind.plural, name)
+        wrote = False
+    if tries == 0:
+        ctx.streaks.succeeded(kind.plural, name)
+    loud = failure is not None or out.status is None
+    if verdict.state != "ready" and (loud or (wrote and kind.announce)):
+        type_: EventType = "Warning" if warns(verdict) else "Normal"
+        ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), type_)
+    metrics.RECONCILES.labels(kind.kind, verdict.state).inc()
+    return replace(out.result, failures=tries)
