@@ -18,11 +18,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from devcluster import identity
+from devcluster import fleet, identity
 from tessera.adapters.kube import Kube, path_of
+from tessera.api import constants as c
 
 from .conftest import OperatorProcess
+from .faults import (
+    LAYOUT_A,
+    LAYOUT_B,
+    NPG,
+    agents,
+    assert_released,
+    events,
+    pool_spec,
+    stalled,
+    wait_ready,
+)
 from .helpers import condition, custom, eventually, namespace
+
+__all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
 
 ROLE = "/apis/rbac.authorization.k8s.io/v1/clusterroles/tessera-manager"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
@@ -72,15 +86,30 @@ def restore(kube: Kube, rules: list[dict[str, Any]]) -> None:
         kube.replace(ROLE, role)
 
 
-def _events(kube: Kube, name: str, reason: str) -> list[dict[str, Any]]:
-    events = kube.list(path_of("v1", "events", namespace="default"))
-    return [
-        e
-        for e in events
-        if e["involvedObject"]["name"] == name
-        and e["involvedObject"]["kind"] == "TenantQuota"
-        and e["reason"] == reason
-    ]
+@contextmanager
+def alone(operator: OperatorProcess, log: Path) -> Iterator[OperatorProcess]:
+    """An operator of this test's own (same ServiceAccount token, its own log, a backoff
+    capped at 4 s); the session's is stopped meanwhile so it cannot log this test's refusals."""
+    private = OperatorProcess(
+        operator.plane, log, "--retry-cap-seconds=4", kubeconfig=operator.kubeconfig
+    )
+    operator.kill()
+    try:
+        yield private.start()
+    finally:
+        private.stop()
+        operator.start()
+
+
+def assert_refusals_only_while_revoked(private: OperatorProcess, marks: tuple[int, int]) -> None:
+    """``marks``: log offsets when the verb was revoked and when the object was Ready again.
+    No denial before the revocation nor after recovery; the refusal itself is logged too; no
+    traceback anywhere."""
+    revoked_at, ready_at = marks
+    log = private.log()
+    assert "forbidden" not in log[:revoked_at], log[:revoked_at][-3000:]
+    assert "forbidden" in log[revoked_at:ready_at]
+    private.assert_clean_log(denials_from=ready_at)
 
 
 def _stalled(kube: Kube, path: str) -> dict[str, Any] | None:
@@ -108,24 +137,15 @@ def test_a_revoked_verb_stalls_the_tenant_quota_with_the_api_message_until_given
 ) -> None:
     tenant, ns = "rv", "rv-1"
     path = f"{TQ}/{tenant}"
-    private = OperatorProcess(
-        operator.plane,
-        tmp_path / "operator.log",
-        "--retry-cap-seconds=4",
-        kubeconfig=operator.kubeconfig,
-    )
-    operator.kill()  # one operator at a time: the session's must not log this test's refusals
-    try:
-        private.start()
+    with alone(operator, tmp_path / "operator.log") as private:
         namespace(kube, ns, {"tessera.io/tenant": tenant})
         spec = {"namespaceSelector": {"matchLabels": {"tessera.io/tenant": tenant}}}
         kube.create(TQ, custom("TenantQuota", tenant, {**spec, "hard": {MIG: 2}}))
         eventually(lambda: _ready(kube, path), 60, f"TenantQuota {tenant} Ready")
         assert _hard(kube, ns, tenant) == "2"
-        clean_until = len(private.log())
+        revoked_at = len(private.log())
 
         with revoked(kube, "patch", "resourcequotas", ns):
-            refused_from = len(private.log())
             # The platform engineer raises the limit: the quota in rv-1 needs a patch.
             kube.patch(path, {"spec": {"hard": {MIG: 3}}})
             cond = eventually(lambda: _stalled(kube, path), 60, f"{tenant} Stalled")
@@ -135,20 +155,47 @@ def test_a_revoked_verb_stalls_the_tenant_quota_with_the_api_message_until_given
             ready = condition(kube.get(path), "Ready")
             assert ready is not None and ready["status"] == "False", ready
             assert _hard(kube, ns, tenant) == "2"  # nothing written: the API said no
-            events = eventually(lambda: _events(kube, tenant, "Forbidden"), 30, "the Event")
-            assert events[0]["type"] == "Warning", events[0]
-            assert 'cannot patch resource "resourcequotas"' in events[0]["message"], events[0]
+            warned = eventually(lambda: events(kube, tenant, "Forbidden"), 30, "the Event")
+            assert warned[0]["type"] == "Warning", warned[0]
+            assert 'cannot patch resource "resourcequotas"' in warned[0]["message"], warned[0]
 
         # The verb is back (revoked() restored the role); nobody touches the TenantQuota.
         eventually(lambda: _allowed(kube, "patch", "resourcequotas", ns), 30, "patch allowed")
         eventually(lambda: _ready(kube, path), 60, f"{tenant} Ready again without a touch")
         assert _hard(kube, ns, tenant) == "3"
-        ready_again = len(private.log())
-    finally:
-        private.stop()
-        operator.start()
+        ready_at = len(private.log())
         kube.delete(path)
-    log = private.log()
-    assert "forbidden" not in log[:clean_until], log[:clean_until][-3000:]
-    assert "forbidden" in log[refused_from:ready_again]  # the refusal was logged as well
-    private.assert_clean_log(denials_from=ready_again)
+    assert_refusals_only_while_revoked(private, (revoked_at, ready_at))
+
+
+def test_a_revoked_node_patch_stalls_the_pool_with_the_api_message_until_given_back(
+    kube: Kube, operator: OperatorProcess, agents: None, tmp_path: Path
+) -> None:
+    """A write of the rollout's plan (the node's cordon and state) is refused: the pass's
+    writes did not all land, and the pool says why instead of re-planning silently."""
+    pool = "rv-pool"
+    (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
+    with alone(operator, tmp_path / "operator.log") as private:
+        kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
+        wait_ready(kube, pool, 120, f"{pool} Ready at layout A")
+        revoked_at = len(private.log())
+
+        with revoked(kube, "patch", "nodes"):
+            kube.patch(f"{NPG}/{pool}", {"spec": LAYOUT_B})  # the node must be cordoned first
+            cond = eventually(lambda: stalled(kube, pool), 60, f"{pool} Stalled")
+            assert cond["reason"] == "Forbidden", cond
+            assert 'cannot patch resource "nodes"' in cond["message"], cond
+            assert f'nodes "{name}" is forbidden' in cond["message"], cond
+            node = kube.get(path_of("v1", "nodes", name))
+            assert not node["spec"].get("unschedulable"), node["spec"]  # nothing landed
+            assert c.NODE_STATE_ANNOTATION not in node["metadata"].get("annotations", {})
+            warned = eventually(lambda: events(kube, pool, "Forbidden"), 30, "the Event")
+            assert warned[0]["type"] == "Warning", warned[0]
+
+        eventually(lambda: _allowed(kube, "patch", "nodes"), 30, "patch on nodes allowed")
+        obj = wait_ready(kube, pool, 120, f"{pool} Ready at layout B without a touch")
+        ready_at = len(private.log())
+        assert obj["status"]["nodes"]["updated"] == 1, obj["status"]
+        assert_released(kube, pool)
+        kube.delete(f"{NPG}/{pool}")
+    assert_refusals_only_while_revoked(private, (revoked_at, ready_at))
