@@ -43,7 +43,7 @@ def reconcile(ctx: Context, name: str) -> Result:
     return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome:
+def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome | None:
     name = obj["metadata"]["name"]
     try:
         spec = sharing_observe.spec_of(obj)
@@ -53,6 +53,8 @@ def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome:
         return skeleton.Outcome(Verdict("stalled", "InvalidSpec", f"{where}: {first['msg']}"))
     with _LOCK:
         snap, plan, writes = _converge(ctx, obj)
+        if name not in plan.results:  # being deleted since the pass read it: finalize's turn
+            return None
         rolled = sharing_rollout.run(ctx, obj, spec, plan, snap.facts, snap.nodes)
     summary = status.summarize(plan, name, snap.facts.values())
     verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))

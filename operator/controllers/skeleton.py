@@ -54,7 +54,8 @@ class Kind:
     """Post an Event when a not-Ready verdict changes the status (failures always post one)."""
 
 
-Steps = Callable[[Context, Obj], Outcome]
+Steps = Callable[[Context, Obj], Outcome | None]
+"""A controller's pass over its object; None when the object went away during the pass."""
 
 
 def refused(err: ApiError) -> None:
@@ -76,6 +77,7 @@ def run(ctx: Context, kind: Kind, name: str, steps: Steps) -> Result:
         return Result()
     with span("reconcile", kind=kind.kind, name=name), _noting() as found:
         failure: Failure | None = None
+        out: Outcome | None
         try:
             out = steps(ctx, obj)
         except ApiError as err:  # the message says it all: no stack for an answer
@@ -86,6 +88,9 @@ def run(ctx: Context, kind: Kind, name: str, steps: Steps) -> Result:
             log.exception("%s/%s: reconcile failed", kind.plural, name)
             text = f"{type(err).__name__}: {err} (a bug in Tessera; see the operator's log)"
             out, failure = Outcome(Verdict("progressing", "", "")), Failure(failures.INTERNAL, text)
+        if out is None:
+            ctx.streaks.succeeded(kind.plural, name)
+            return Result()
         return _report(ctx, kind, obj, out, failure or (found[0] if found else None))
 
 

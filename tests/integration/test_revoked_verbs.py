@@ -13,12 +13,14 @@ first pass that succeeds resets that backoff, and nobody has to touch the object
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from devcluster import fleet, identity
+from devcluster.controlplane import free_port
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
@@ -44,33 +46,50 @@ MIG = "nvidia.com/mig-1g.10gb"
 USER = f"system:serviceaccount:{identity.OPERATOR.namespace}:{identity.OPERATOR.name}"
 
 
-def _allowed(kube: Kube, verb: str, resource: str, namespace: str = "") -> bool:
-    """What the API server's authorizer answers the operator's ServiceAccount right now."""
+def _allowed(kube: Kube, verb: str, group: str, resource: str, namespace: str = "") -> bool:
+    """What the API server's authorizer answers the operator's ServiceAccount right now;
+    ``resource`` may name a subresource (``tenantquotas/status``)."""
+    name, _, sub = resource.partition("/")
+    attributes = {"verb": verb, "group": group, "resource": name, "subresource": sub}
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
-        "spec": {
-            "user": USER,
-            "resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace},
-        },
+        "spec": {"user": USER, "resourceAttributes": {**attributes, "namespace": namespace}},
     }
     answer = kube.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
     return bool(answer["status"].get("allowed"))
 
 
+def without(
+    rules: list[dict[str, Any]], verb: str, group: str, resource: str
+) -> list[dict[str, Any]]:
+    """``rules`` with ``verb`` on ``resource`` taken out, every other grant kept: a rule that
+    also names other resources is split in two."""
+    out = []
+    for rule in rules:
+        if group not in rule.get("apiGroups", []) or resource not in rule.get("resources", []):
+            out.append(rule)
+            continue
+        others = [r for r in rule["resources"] if r != resource]
+        verbs = [v for v in rule["verbs"] if v != verb]
+        out += [{**rule, "resources": others}] if others else []
+        out += [{**rule, "resources": [resource], "verbs": verbs}] if verbs else []
+    return out
+
+
 @contextmanager
-def revoked(kube: Kube, verb: str, resource: str, namespace: str = "") -> Iterator[None]:
-    """``verb`` on core ``resource`` taken out of config/rbac's ClusterRole, as an admin
-    would edit it; the role is put back as it was on the way out, whatever happened."""
+def revoked(
+    kube: Kube, verb: str, group: str, resource: str, namespace: str = ""
+) -> Iterator[None]:
+    """``verb`` on ``resource`` taken out of config/rbac's ClusterRole, as an admin would
+    edit it; the role is put back as it was on the way out, whatever happened."""
     role = kube.get(ROLE)
     original = copy.deepcopy(role["rules"])
-    for rule in role["rules"]:
-        if rule.get("apiGroups") == [""] and resource in rule.get("resources", []):
-            rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+    role["rules"] = without(role["rules"], verb, group, resource)
     kube.replace(ROLE, role)
     try:
         eventually(
-            lambda: not _allowed(kube, verb, resource, namespace),
+            lambda: not _allowed(kube, verb, group, resource, namespace),
             30,
             f"the authorizer refusing {verb} {resource}",
         )
@@ -87,11 +106,15 @@ def restore(kube: Kube, rules: list[dict[str, Any]]) -> None:
 
 
 @contextmanager
-def alone(operator: OperatorProcess, log: Path) -> Iterator[OperatorProcess]:
+def alone(operator: OperatorProcess, log: Path, metrics_port: int = 0) -> Iterator[OperatorProcess]:
     """An operator of this test's own (same ServiceAccount token, its own log, a backoff
     capped at 4 s); the session's is stopped meanwhile so it cannot log this test's refusals."""
     private = OperatorProcess(
-        operator.plane, log, "--retry-cap-seconds=4", kubeconfig=operator.kubeconfig
+        operator.plane,
+        log,
+        "--retry-cap-seconds=4",
+        kubeconfig=operator.kubeconfig,
+        metrics_port=metrics_port,
     )
     operator.kill()
     try:
@@ -145,7 +168,7 @@ def test_a_revoked_verb_stalls_the_tenant_quota_with_the_api_message_until_given
         assert _hard(kube, ns, tenant) == "2"
         revoked_at = len(private.log())
 
-        with revoked(kube, "patch", "resourcequotas", ns):
+        with revoked(kube, "patch", "", "resourcequotas", ns):
             # The platform engineer raises the limit: the quota in rv-1 needs a patch.
             kube.patch(path, {"spec": {"hard": {MIG: 3}}})
             cond = eventually(lambda: _stalled(kube, path), 60, f"{tenant} Stalled")
@@ -160,7 +183,7 @@ def test_a_revoked_verb_stalls_the_tenant_quota_with_the_api_message_until_given
             assert 'cannot patch resource "resourcequotas"' in warned[0]["message"], warned[0]
 
         # The verb is back (revoked() restored the role); nobody touches the TenantQuota.
-        eventually(lambda: _allowed(kube, "patch", "resourcequotas", ns), 30, "patch allowed")
+        eventually(lambda: _allowed(kube, "patch", "", "resourcequotas", ns), 30, "patch allowed")
         eventually(lambda: _ready(kube, path), 60, f"{tenant} Ready again without a touch")
         assert _hard(kube, ns, tenant) == "3"
         ready_at = len(private.log())
@@ -180,7 +203,7 @@ def test_a_revoked_node_patch_stalls_the_pool_with_the_api_message_until_given_b
         wait_ready(kube, pool, 120, f"{pool} Ready at layout A")
         revoked_at = len(private.log())
 
-        with revoked(kube, "patch", "nodes"):
+        with revoked(kube, "patch", "", "nodes"):
             kube.patch(f"{NPG}/{pool}", {"spec": LAYOUT_B})  # the node must be cordoned first
             cond = eventually(lambda: stalled(kube, pool), 60, f"{pool} Stalled")
             assert cond["reason"] == "Forbidden", cond
@@ -192,10 +215,47 @@ def test_a_revoked_node_patch_stalls_the_pool_with_the_api_message_until_given_b
             warned = eventually(lambda: events(kube, pool, "Forbidden"), 30, "the Event")
             assert warned[0]["type"] == "Warning", warned[0]
 
-        eventually(lambda: _allowed(kube, "patch", "nodes"), 30, "patch on nodes allowed")
+        eventually(lambda: _allowed(kube, "patch", "", "nodes"), 30, "patch on nodes allowed")
         obj = wait_ready(kube, pool, 120, f"{pool} Ready at layout B without a touch")
         ready_at = len(private.log())
         assert obj["status"]["nodes"]["updated"] == 1, obj["status"]
         assert_released(kube, pool)
         kube.delete(f"{NPG}/{pool}")
+    assert_refusals_only_while_revoked(private, (revoked_at, ready_at))
+
+
+def _status_write_failures(private: OperatorProcess) -> float:
+    found = re.search(
+        r'^tessera_status_write_failures_total\{kind="TenantQuota"\} (\S+)$', private.scrape(), re.M
+    )
+    return float(found.group(1)) if found else 0.0
+
+
+def test_a_status_that_cannot_be_written_is_logged_and_counted_and_the_work_goes_on(
+    kube: Kube, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    """The status verb itself revoked: nothing can report it on the object, so the log and
+    /metrics do; the loop lives on, the quotas are still written, and the status catches up
+    once the verb is back."""
+    tenant, ns = "rvs", "rvs-1"
+    path = f"{TQ}/{tenant}"
+    with alone(operator, tmp_path / "operator.log", free_port()) as private:
+        namespace(kube, ns, {"tessera.io/tenant": tenant})
+        spec = {"namespaceSelector": {"matchLabels": {"tessera.io/tenant": tenant}}}
+        kube.create(TQ, custom("TenantQuota", tenant, {**spec, "hard": {MIG: 2}}))
+        eventually(lambda: _ready(kube, path), 60, f"TenantQuota {tenant} Ready")
+        revoked_at = len(private.log())
+
+        with revoked(kube, "patch", "tessera.io", "tenantquotas/status"):
+            kube.patch(path, {"spec": {"hard": {MIG: 3}}})
+            eventually(lambda: _hard(kube, ns, tenant) == "3", 60, "the quota raised regardless")
+            eventually(lambda: _status_write_failures(private) > 0, 60, "the failure counted")
+            assert "could not write status" in private.log()[revoked_at:]
+            obj = kube.get(path)
+            assert obj["status"]["observedGeneration"] < obj["metadata"]["generation"]
+            assert private.proc is not None and private.proc.poll() is None  # still running
+
+        eventually(lambda: _ready(kube, path), 60, f"{tenant}'s status caught up")
+        ready_at = len(private.log())
+        kube.delete(path)
     assert_refusals_only_while_revoked(private, (revoked_at, ready_at))
