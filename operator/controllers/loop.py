@@ -102,6 +102,7 @@ def _after(ctx: Context, wakes: Wakes, plural: str, name: str, result: Result | 
     wakes.starve(plural, name, result.starved)
     if result.failures:
         return _backoff(ctx, result.failures)
+    ctx.streaks.succeeded(plural, name)  # the backoff starts again from its base
     return result.requeue_after or ctx.settings.resync_seconds
 
 
