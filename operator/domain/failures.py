@@ -34,7 +34,7 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Kind:
+class Class:
     """How a status is reported: the condition's reason, and whether it may pass by itself."""
 
     reason: str
@@ -43,21 +43,21 @@ class Kind:
 
 _BY_STATUS = {
     # status: the condition's reason, and whether retrying alone may fix it
-    INTERNAL: Kind("InternalError", True),  # a bug in Tessera: retried, Stalled after N
-    0: Kind("APIUnreachable", True),  # no answer: the API server restarts or the network is down
-    400: Kind("BadRequest", False),  # the API server rejects the request as malformed
-    401: Kind("Unauthorized", False),  # the token expired or was revoked
-    403: Kind("Forbidden", False),  # RBAC: a verb missing from the operator's Role
-    404: Kind("NotFound", True),  # something the pass read went away under it
-    409: Kind("Conflict", True),  # another writer got there first: re-read and retry
-    422: Kind("Invalid", False),  # the API server (validation, admission) refuses the write
-    429: Kind("Throttled", True),  # API priority and fairness: the server asks us to slow down
+    INTERNAL: Class("InternalError", True),  # a bug in Tessera: retried, Stalled after N
+    0: Class("APIUnreachable", True),  # no answer: the API server restarts or the network is down
+    400: Class("BadRequest", False),  # the API server rejects the request as malformed
+    401: Class("Unauthorized", False),  # the token expired or was revoked
+    403: Class("Forbidden", False),  # RBAC: a verb missing from the operator's Role
+    404: Class("NotFound", True),  # something the pass read went away under it
+    409: Class("Conflict", True),  # another writer got there first: re-read and retry
+    422: Class("Invalid", False),  # the API server (validation, admission) refuses the write
+    429: Class("Throttled", True),  # API priority and fairness: the server asks us to slow down
 }
-_SERVER_ERROR = Kind("APIServerError", True)  # 5xx: the API server or etcd is struggling
-_OTHER = Kind("APIError", False)  # any other refusal: a person has to look
+_SERVER_ERROR = Class("APIServerError", True)  # 5xx: the API server or etcd is struggling
+_OTHER = Class("APIError", False)  # any other refusal: a person has to look
 
 
-def kind_of(status: int) -> Kind:
+def classify(status: int) -> Class:
     if status >= 500:
         return _SERVER_ERROR
     return _BY_STATUS.get(status, _OTHER)
@@ -65,20 +65,20 @@ def kind_of(status: int) -> Kind:
 
 def transient(status: int) -> bool:
     """Whether retrying alone may fix a call that got ``status``."""
-    return kind_of(status).transient
+    return classify(status).transient
 
 
 def verdict(
     failure: Failure, tries: int, extra: tuple[tuple[str, Status, str, str], ...] = ()
 ) -> Verdict:
     """What a pass reports after its ``tries``-th failure in a row (``tries`` >= 1)."""
-    kind = kind_of(failure.status)
-    if not kind.transient:
-        return Verdict("stalled", kind.reason, f"{failure.message}; retrying with backoff", extra)
+    how = classify(failure.status)
+    if not how.transient:
+        return Verdict("stalled", how.reason, f"{failure.message}; retrying with backoff", extra)
     if tries >= STALL_AFTER:
         text = f"{failure.message}; still failing after {STALL_AFTER} tries, retrying with backoff"
-        return Verdict("stalled", kind.reason, text, extra)
-    return Verdict("progressing", kind.reason, f"{failure.message}; retrying", extra)
+        return Verdict("stalled", how.reason, text, extra)
+    return Verdict("progressing", how.reason, f"{failure.message}; retrying", extra)
 
 
 def backoff(tries: int, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_CAP_S) -> float:
