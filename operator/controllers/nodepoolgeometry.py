@@ -31,13 +31,15 @@ from tessera.domain.conditions import Verdict, landed
 
 from . import evictions, skeleton
 from . import rollout_driver as driver
-from .runtime import Context, Result, custom_path, ref_of, spec_error
+from .runtime import Context, Result, custom_path, ref_of
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
 log = logging.getLogger("tessera.nodepoolgeometry")
 _CONFIGMAP_ATTEMPTS = 5
-_KIND = skeleton.Kind(KIND, PLURAL)
+_KIND = skeleton.Kind(
+    KIND, PLURAL, lambda obj: NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+)
 
 
 def owner_id(name: str) -> str:
@@ -48,12 +50,8 @@ def reconcile(ctx: Context, name: str) -> Result:
     return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome:
+def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outcome:
     name = obj["metadata"]["name"]
-    try:
-        spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
-    except ValidationError as err:
-        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", spec_error(err)))
     where = _agent_configmap(ctx, spec)
     with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
         listed = pool.submit(ctx.kube.list, "/api/v1/nodes")

@@ -14,11 +14,10 @@ import logging
 import threading
 from typing import Any
 
-from pydantic import ValidationError
-
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import rollout
 from tessera.domain.conditions import Verdict
 from tessera.domain.sharing import planning, rollout_targets, status
@@ -36,21 +35,15 @@ ROLLING_REQUEUE = 1.0  # seconds between passes while a rollout drains or verifi
 log = logging.getLogger("tessera.sharingpolicy")
 STATES = ("matched", "applied", "conflicted", "awaiting-rollout")
 _LOCK = threading.Lock()
-_KIND = skeleton.Kind(KIND, PLURAL)
+_KIND = skeleton.Kind(KIND, PLURAL, sharing_observe.spec_of)
 
 
 def reconcile(ctx: Context, name: str) -> Result:
     return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome | None:
+def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome | None:
     name = obj["metadata"]["name"]
-    try:
-        spec = sharing_observe.spec_of(obj)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = "spec." + ".".join(str(p) for p in first["loc"])
-        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", f"{where}: {first['msg']}"))
     with _LOCK:
         snap, plan, writes = _converge(ctx, obj)
         if name not in plan.results:  # being deleted since the pass read it: finalize's turn

@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from pydantic import ValidationError
 
 from tessera.adapters.events import EventType
 from tessera.adapters.kube import ApiError, Obj
@@ -29,9 +31,10 @@ from tessera.domain.failures import Failure
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
-from .runtime import Context, Result, custom_path, ref_of, write_status
+from .runtime import Context, Result, custom_path, ref_of, spec_error, write_status
 
 log = logging.getLogger("tessera.reconcile")
+S = TypeVar("S")
 _REFUSED: ContextVar[list[Failure] | None] = ContextVar("refused", default=None)
 
 
@@ -47,15 +50,18 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[S]):
     kind: str
     plural: str
+    spec: Callable[[Obj], S]
+    """The object's spec, parsed; a ValidationError is reported as Stalled ``InvalidSpec``."""
     announce: bool = True
     """Post an Event when a not-Ready verdict changes the status (failures always post one)."""
 
 
-Steps = Callable[[Context, Obj], Outcome | None]
-"""A controller's pass over its object; None when the object went away during the pass."""
+Steps = Callable[[Context, Obj, S], Outcome | None]
+"""A controller's pass over its object and parsed spec; None when the object went away
+during the pass."""
 
 
 def refused(err: ApiError) -> None:
@@ -69,7 +75,7 @@ def refused(err: ApiError) -> None:
         found.append(Failure(err.status, str(err)))
 
 
-def run(ctx: Context, kind: Kind, name: str, steps: Steps) -> Result:
+def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
     """One pass over the object ``name``; status written whatever happened in ``steps``."""
     obj = ctx.kube.get_or_none(custom_path(kind.plural, name))
     if obj is None or obj["metadata"].get("deletionTimestamp"):
@@ -79,7 +85,7 @@ def run(ctx: Context, kind: Kind, name: str, steps: Steps) -> Result:
         failure: Failure | None = None
         out: Outcome | None
         try:
-            out = steps(ctx, obj)
+            out = _parsed(ctx, kind, obj, steps)
         except ApiError as err:  # the message says it all: no stack for an answer
             level = logging.WARNING if failures.transient(err.status) else logging.ERROR
             log.log(level, "%s/%s: reconcile failed: %s", kind.plural, name, err)
@@ -94,6 +100,14 @@ def run(ctx: Context, kind: Kind, name: str, steps: Steps) -> Result:
         return _report(ctx, kind, obj, out, failure or (found[0] if found else None))
 
 
+def _parsed(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> Outcome | None:
+    try:
+        spec = kind.spec(obj)
+    except ValidationError as err:  # nothing can be planned: say which field, keep the rest
+        return Outcome(Verdict("stalled", "InvalidSpec", spec_error(err)))
+    return steps(ctx, obj, spec)
+
+
 @contextmanager
 def _noting() -> Iterator[list[Failure]]:
     found: list[Failure] = []
@@ -104,7 +118,9 @@ def _noting() -> Iterator[list[Failure]]:
         _REFUSED.reset(token)
 
 
-def _report(ctx: Context, kind: Kind, obj: Obj, out: Outcome, failure: Failure | None) -> Result:
+def _report(
+    ctx: Context, kind: Kind[Any], obj: Obj, out: Outcome, failure: Failure | None
+) -> Result:
     name, generation = obj["metadata"]["name"], obj["metadata"].get("generation", 0)
     verdict, tries = out.verdict, 0
     if failure is not None:

@@ -25,25 +25,26 @@ from tessera.observability import metrics
 from tessera.observability.tracing import span
 
 from . import skeleton
-from .runtime import Context, Result, custom_path, ref_of, spec_error
+from .runtime import Context, Result, custom_path, ref_of
 
 PLURAL = "tenantquotas"
 KIND = "TenantQuota"
 FAST_REQUEUE = 0.5  # waiting for the quota controller to confirm a wave
 log = logging.getLogger("tessera.tenantquota")
-_KIND = skeleton.Kind(KIND, PLURAL, announce=False)  # each wave's writes have their own Event
+_KIND = skeleton.Kind(
+    KIND,
+    PLURAL,
+    lambda obj: TenantQuotaSpec.model_validate(obj.get("spec") or {}),
+    announce=False,
+)  # each wave's writes have their own Event
 
 
 def reconcile(ctx: Context, name: str) -> Result:
     return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj) -> skeleton.Outcome:
+def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
     name = obj["metadata"]["name"]
-    try:
-        spec = TenantQuotaSpec.model_validate(obj.get("spec") or {})
-    except ValidationError as err:
-        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", spec_error(err)))
     tenants = _tenants(ctx)
     namespaces = ctx.kube.list("/api/v1/namespaces")
     member_map = {
