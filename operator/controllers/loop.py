@@ -108,7 +108,7 @@ def _after(ctx: Context, wakes: Wakes, plural: str, name: str, result: Result | 
 
 def _failed(ctx: Context, plural: str, name: str, err: Exception) -> float:
     """A pass that raised (its object could not be read): log it, back off."""
-    tries = ctx.streaks.failed(plural, name)
+    tries = ctx.streaks.failed(plural, name, ctx.clock()).tries
     delay = _backoff(ctx, tries)
     if isinstance(err, ApiError):  # the message says it all: no stack for an answer
         level = logging.WARNING if failures.transient(err.status) else logging.ERROR

@@ -64,24 +64,33 @@ class Result:
     """Failed passes in a row, this one included (0: it succeeded): the runner backs off."""
 
 
+@dataclass(frozen=True)
+class Streak:
+    """An object's failed passes in a row: how many, and when the first of them failed."""
+
+    tries: int
+    since: datetime
+
+
 class Streaks:
     """Failed passes in a row, per object: the count behind backoff and Stalled-after-N."""
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, str], int] = {}
+        self._streaks: dict[tuple[str, str], Streak] = {}
         self._lock = threading.Lock()
 
-    def failed(self, plural: str, name: str) -> int:
-        """Count one more failed pass of the object; the count, this one included."""
+    def failed(self, plural: str, name: str, now: datetime) -> Streak:
+        """Count one more failed pass of the object, at ``now``; the streak, this one included."""
         with self._lock:
-            count = self._counts.get((plural, name), 0) + 1
-            self._counts[(plural, name)] = count
-            return count
+            old = self._streaks.get((plural, name))
+            streak = Streak(old.tries + 1, old.since) if old else Streak(1, now)
+            self._streaks[(plural, name)] = streak
+            return streak
 
     def succeeded(self, plural: str, name: str) -> None:
         """A pass succeeded (or the object is gone): the next failure starts afresh."""
         with self._lock:
-            self._counts.pop((plural, name), None)
+            self._streaks.pop((plural, name), None)
 
 
 @dataclass

@@ -6,10 +6,13 @@ reached. The rest is done here once, the same way for every kind: read the
 object, leave one being deleted to ``finalize``, and **always** write status —
 also when the pass failed. An API error that escaped the steps, or a write of
 the plan the API server refused (``refused``), becomes ``Reconciling`` or
-``Stalled`` with the API's own message (``tessera.domain.failures`` decides
-which) and an Event. A status that cannot be written (the status verb revoked,
-the API server away) is logged and counted, never raised; the failed pass
-backs off (``Result.failures``) like any other.
+``Stalled`` with the API's own message and an Event when that changes; a pass
+that failed before its steps concluded keeps the kind's own conditions
+(``Overcommitted``, …) as they were. A status that cannot be written (the
+status verb revoked, the API server away) is logged and counted, never raised;
+the failed pass backs off (``Result.failures``) like any other. The rules —
+which refusal is reported, when an Event is posted, what counts as a failed
+pass — are ``tessera.domain.failures``'s.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pydantic import ValidationError
 from tessera.adapters.events import EventType
 from tessera.adapters.kube import ApiError, Obj
 from tessera.domain import failures
-from tessera.domain.conditions import Verdict, conditions_for, warns
+from tessera.domain.conditions import Verdict, conditions_for, kept, warns
 from tessera.domain.failures import Failure
 from tessera.observability import metrics
 from tessera.observability.tracing import span
@@ -44,8 +47,9 @@ class Outcome:
 
     verdict: Verdict
     status: Mapping[str, Any] | None = None
-    """The kind's status fields (conditions are added here); None keeps the status as it is
-    and reports only the verdict, with an Event (a spec that cannot be acted on)."""
+    """The kind's status fields (conditions are added here); None keeps the status as it is,
+    the kind's own conditions included, and reports only the verdict, with an Event (a spec
+    that cannot be acted on, a pass that failed before its steps concluded)."""
     result: Result = field(default_factory=Result)
 
 
@@ -97,7 +101,7 @@ def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
         if out is None:
             ctx.streaks.succeeded(kind.plural, name)
             return Result()
-        return _report(ctx, kind, obj, out, failure or (found[0] if found else None))
+        return _report(ctx, kind, obj, out, failure or failures.reported(found))
 
 
 def _parsed(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> Outcome | None:
@@ -124,24 +128,29 @@ def _report(
     name, generation = obj["metadata"]["name"], obj["metadata"].get("generation", 0)
     verdict, tries = out.verdict, 0
     if failure is not None:
-        tries = ctx.streaks.failed(kind.plural, name)
-        verdict = failures.verdict(failure, tries, out.verdict.extra)
+        streak = ctx.streaks.failed(kind.plural, name, ctx.clock())
+        tries, elapsed = streak.tries, (ctx.clock() - streak.since).total_seconds()
+        verdict = failures.verdict(failure, tries, elapsed, out.verdict.extra)
     old = obj.get("status") or {}
     status = dict(out.status if out.status is not None else old)
     status["observedGeneration"] = generation
     previous = old.get("conditions") or []
     status["conditions"] = conditions_for(verdict, generation, previous, ctx.clock())
+    if out.status is None:  # no finding of its own: the kind's conditions stay as they were
+        status["conditions"] += kept(previous)
+    written = True
     try:
         wrote = write_status(ctx, kind.plural, obj, status)
     except ApiError as err:  # never crash the loop: the next pass tries again, backing off
         log.error("%s/%s: could not write status: %s", kind.plural, name, err)
         metrics.STATUS_WRITE_FAILURES.labels(kind.kind).inc()
-        tries = tries or ctx.streaks.failed(kind.plural, name)
-        wrote = False
-    if tries == 0:
+        wrote = written = False
+    if not failures.counts_as_failed(failure is not None, written):
         ctx.streaks.succeeded(kind.plural, name)
+    elif not tries:
+        tries = ctx.streaks.failed(kind.plural, name, ctx.clock()).tries
     loud = failure is not None or out.status is None
-    if verdict.state != "ready" and (loud or (wrote and kind.announce)):
+    if failures.announces(verdict, previous, loud=loud, wrote=wrote, announce=kind.announce):
         type_: EventType = "Warning" if warns(verdict) else "Normal"
         ctx.events.post(ref_of(obj), verdict.reason, verdict.message, ctx.clock(), type_)
     metrics.RECONCILES.labels(kind.kind, verdict.state).inc()

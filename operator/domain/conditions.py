@@ -97,3 +97,11 @@ def conditions_for(
 
 def condition(conditions: Iterable[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
     return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def kept(previous: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The kind's own conditions (all but Ready, Reconciling and Stalled) exactly as they are,
+    ``lastTransitionTime`` included: what a pass that reports no finding of its own (it failed
+    before it got there, or its spec cannot be acted on) keeps of what the last one found, so
+    an ``Overcommitted`` neither vanishes nor comes back with a new transition time."""
+    return [dict(c) for c in previous if c.get("type") not in (READY, RECONCILING, STALLED)]

@@ -224,6 +224,42 @@ def test_a_revoked_node_patch_stalls_the_pool_with_the_api_message_until_given_b
     assert_refusals_only_while_revoked(private, (revoked_at, ready_at))
 
 
+def test_two_refused_nodes_stall_the_pool_with_one_stable_message_and_one_event(
+    kube: Kube, operator: OperatorProcess, agents: None, tmp_path: Path
+) -> None:
+    """Both nodes of a stage are written at once and both refused: whichever finished first,
+    every pass reports the same message (counted, first node by name), so the status is not
+    rewritten and no new Warning is posted on each retry."""
+    pool = "rv-two"
+    names = sorted(fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 2)))
+    with alone(operator, tmp_path / "operator.log") as private:
+        kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
+        wait_ready(kube, pool, 120, f"{pool} Ready at layout A")
+        revoked_at = len(private.log())
+
+        with revoked(kube, "patch", "", "nodes"):
+            kube.patch(f"{NPG}/{pool}", {"spec": {**LAYOUT_B, "rollout": {"maxUnavailable": 2}}})
+            cond = eventually(lambda: stalled(kube, pool), 60, f"{pool} Stalled")
+            assert cond["message"].startswith("2 writes refused; first: "), cond
+            assert f'nodes "{names[0]}" is forbidden' in cond["message"], cond
+            refusals = private.log()[revoked_at:].count("is forbidden")
+            eventually(  # two more passes, each refused on both nodes
+                lambda: private.log()[revoked_at:].count("is forbidden") >= refusals + 4,
+                60,
+                "two more refused passes",
+            )
+            assert stalled(kube, pool) == cond  # not rewritten: same message and time
+            warned = events(kube, pool, "Forbidden")
+            assert len(warned) == 1, [e["message"] for e in warned]
+
+        eventually(lambda: _allowed(kube, "patch", "", "nodes"), 30, "patch on nodes allowed")
+        wait_ready(kube, pool, 180, f"{pool} Ready at layout B without a touch")
+        ready_at = len(private.log())
+        assert_released(kube, pool)
+        kube.delete(f"{NPG}/{pool}")
+    assert_refusals_only_while_revoked(private, (revoked_at, ready_at))
+
+
 def _status_write_failures(private: OperatorProcess) -> float:
     found = re.search(
         r'^tessera_status_write_failures_total\{kind="TenantQuota"\} (\S+)$', private.scrape(), re.M

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from tessera.controllers.runtime import Streaks
+from tessera.controllers.runtime import Streak, Streaks
 from tessera.domain import failures
 from tessera.domain.conditions import Status, Verdict
-from tessera.domain.failures import STALL_AFTER, Failure
+from tessera.domain.failures import STALL_AFTER, STALL_AFTER_S, Failure
 
 FORBIDDEN = (
     'resourcequotas "tessera-a" is forbidden: User "system:serviceaccount:tessera-system:tessera"'
@@ -18,9 +20,10 @@ FORBIDDEN = (
 @pytest.mark.parametrize(
     ("status", "tries", "state", "reason"),
     [
-        # transient: Reconciling until STALL_AFTER failed passes in a row, Stalled from then on
+        # transient: Reconciling until STALL_AFTER failed passes in a row over STALL_AFTER_S,
+        # Stalled from then on (here all over a long enough time; the time: test_stalls)
         (0, 1, "progressing", "APIUnreachable"),
-        (409, 1, "progressing", "Conflict"),
+        (409, 1, "progressing", "APIConflict"),
         (429, STALL_AFTER - 1, "progressing", "Throttled"),
         (429, STALL_AFTER, "stalled", "Throttled"),
         (500, 1, "progressing", "APIServerError"),
@@ -39,21 +42,25 @@ FORBIDDEN = (
 def test_a_failure_becomes_reconciling_or_stalled(
     status: int, tries: int, state: str, reason: str
 ) -> None:
-    got = failures.verdict(Failure(status, f"{status} Whatever: the API's message"), tries)
+    failure = Failure(status, f"{status} Whatever: the API's message")
+    got = failures.verdict(failure, tries, STALL_AFTER_S)
     assert (got.state, got.reason) == (state, reason)
     assert got.message.startswith(f"{status} Whatever: the API's message")
 
 
 def test_the_api_message_is_kept_whole_and_extra_conditions_stay() -> None:
     extra: tuple[tuple[str, Status, str, str], ...] = (("Overcommitted", "True", "Over", "6"),)
-    got = failures.verdict(Failure(403, f"403 Forbidden: {FORBIDDEN}"), 1, extra)
+    got = failures.verdict(Failure(403, f"403 Forbidden: {FORBIDDEN}"), 1, extra=extra)
     text = f"403 Forbidden: {FORBIDDEN}; retrying with backoff"
     assert got == Verdict("stalled", "Forbidden", text, extra)
 
 
 def test_a_stalled_message_does_not_change_with_each_further_try() -> None:
     """The status (and the Event) are written once, not on every retry of a stuck object."""
-    texts = {failures.verdict(Failure(503, "503 x"), n).message for n in range(STALL_AFTER, 20)}
+    texts = {
+        failures.verdict(Failure(503, "503 x"), n, STALL_AFTER_S + n).message
+        for n in range(STALL_AFTER, 20)
+    }
     assert len(texts) == 1
 
 
@@ -89,10 +96,40 @@ def test_backoff_takes_its_base_and_cap() -> None:
 
 
 def test_failed_passes_count_per_object_and_a_success_resets_the_count() -> None:
-    streaks = Streaks()
-    assert [streaks.failed("tenantquotas", "a") for _ in range(3)] == [1, 2, 3]
-    assert streaks.failed("tenantquotas", "b") == 1  # each object on its own
-    assert streaks.failed("sharingpolicies", "a") == 1
+    streaks, t0 = Streaks(), datetime(2026, 1, 1, tzinfo=UTC)
+    at = [t0 + timedelta(seconds=s) for s in range(4)]
+    assert [streaks.failed("tenantquotas", "a", t) for t in at[:3]] == [
+        Streak(1, t0),
+        Streak(2, t0),  # the streak keeps the time of its first failure
+        Streak(3, t0),
+    ]
+    assert streaks.failed("tenantquotas", "b", at[1]) == Streak(1, at[1])  # each on its own
+    assert streaks.failed("sharingpolicies", "a", at[1]).tries == 1
     streaks.succeeded("tenantquotas", "a")
-    assert streaks.failed("tenantquotas", "a") == 1  # backoff starts again at its base
-    assert failures.backoff(streaks.failed("tenantquotas", "b")) == 2.0
+    assert streaks.failed("tenantquotas", "a", at[3]) == Streak(1, at[3])  # afresh
+    assert failures.backoff(streaks.failed("tenantquotas", "b", at[3]).tries) == 2.0
+
+
+@pytest.mark.parametrize(
+    ("status", "tries", "elapsed_s", "stalls"),
+    [
+        # only a person can fix it: at once
+        (403, 1, 0.0, True),
+        (422, 1, 0.0, True),
+        # transient: five failures within seconds (wake-ups skip the backoff) are not Stalled
+        (503, STALL_AFTER, 3.0, False),
+        (429, STALL_AFTER + 10, STALL_AFTER_S - 1, False),
+        # ... nor one long failure that was retried fewer times
+        (0, STALL_AFTER - 1, 3600.0, False),
+        # both: Stalled
+        (503, STALL_AFTER, STALL_AFTER_S, True),
+        (409, STALL_AFTER + 1, 600.0, True),
+        (failures.INTERNAL, STALL_AFTER, STALL_AFTER_S, True),
+    ],
+)
+def test_a_transient_failure_stalls_after_n_tries_and_a_minimum_time(
+    status: int, tries: int, elapsed_s: float, stalls: bool
+) -> None:
+    assert failures.stalls(status, tries, elapsed_s) is stalls
+    state = failures.verdict(Failure(status, "x"), tries, elapsed_s).state
+    assert state == ("stalled" if stalls else "progressing")
