@@ -19,10 +19,13 @@ LAYOUT_A100: Mapping[str, Any] = {"mig": {"layouts": [{"profiles": {"1g.5gb": 7}
 QUICK_ROLLOUT: Mapping[str, Any] = {"verifyTimeout": "2m", "drain": {"timeout": "1m"}}
 
 
-def custom(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+def custom(kind: str, name: str, spec: dict[str, Any], **annotations: str) -> dict[str, Any]:
     """A Tessera object of any ``kind`` whose ``spec`` the test writes out whole (a spec the
-    API server must refuse, one read from a sample)."""
-    return {"apiVersion": c.API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
+    API server must refuse, one read from a sample), with ``annotations`` when given."""
+    meta: dict[str, Any] = {"name": name}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": c.API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
 
 
 class TesseraWrapper(Wrapper):
