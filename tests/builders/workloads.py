@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Self
 
 from tessera.api import constants as c
 
@@ -47,8 +47,9 @@ class PodWrapper(Wrapper):
 
 
 class DeploymentWrapper(Wrapper):
-    """A Deployment ``app=<name>`` of pods labelled ``app=<name>`` with one container ``main`` (image
-    ``serve``, which KWOK runs); one replica and a 1 s grace period until told otherwise."""
+    """A Deployment labelled ``app=<name>`` whose pods (``app=<name>``) run one container
+    ``main`` (image ``serve``, which KWOK runs); one replica, asking nothing, with a 1 s grace
+    period until told otherwise."""
 
     api_version = "apps/v1"
     kind = "Deployment"
@@ -136,7 +137,6 @@ class PdbWrapper(Wrapper):
     def allowed(self, count: int) -> Self:
         """As the disruption controller reports it: ``count`` disruptions allowed, for the
         budget's current generation."""
-        self._meta.setdefault("generation", 1)
-        generation: Any = self._meta["generation"]
+        generation = self._meta.setdefault("generation", 1)
         self._obj["status"] = {"observedGeneration": generation, "disruptionsAllowed": count}
         return self
