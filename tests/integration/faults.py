@@ -18,28 +18,23 @@ from typing import Any
 
 import pytest
 
+from builders import (
+    QUICK_ROLLOUT,
+    DeploymentWrapper,
+    GeometryWrapper,
+    NodeWrapper,
+    PdbWrapper,
+)
 from devcluster import fleet
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import (
-    condition,
-    deployment,
-    eventually,
-    gpu_agents,
-    namespace,
-    nodes_of,
-    pdb,
-    running,
-    wait_running,
-)
+from .helpers import condition, eventually, gpu_agents, namespace, nodes_of, running, wait_running
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
-LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
-LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 WORKLOAD = "faults.tessera.io/workload"  # the nodes a Workload's replicas may run on
 GPUS = 8  # a simulated H100 node's: one replica fills a node
 
@@ -150,19 +145,18 @@ class Workload:
         namespace(kube, ns)
         for node in nodes:
             kube.patch(path_of("v1", "nodes", node), {"metadata": {"labels": {WORKLOAD: ns}}})
-        budget = pdb("train", min_available=self.min_available)
+        budget = PdbWrapper("train").match(app="train").min_available(self.min_available).obj()
         kube.create(path_of("policy/v1", "poddisruptionbudgets", namespace=ns), budget)
-        train = deployment(
-            "train", count=GPUS, replicas=self.replicas, node_selector={WORKLOAD: ns}
-        )
-        kube.create(path_of("apps/v1", "deployments", namespace=ns), train)
+        train = DeploymentWrapper("train").limits({"nvidia.com/gpu": GPUS}).replicas(self.replicas)
+        train.node_selector({WORKLOAD: ns})
+        kube.create(path_of("apps/v1", "deployments", namespace=ns), train.obj())
         pods = wait_running(kube, ns, "train", self.replicas)
         assert sorted(nodes_of(pods)) == sorted(nodes), nodes_of(pods)
         self.originals = {p["metadata"]["uid"]: p["metadata"]["name"] for p in pods}
-        spare = fleet.node_manifest(fleet.NodeSpec(f"{ns}-spare", "H100-80GB", GPUS * len(nodes)))
+        spare = NodeWrapper.simulated(fleet.NodeSpec(f"{ns}-spare", "H100-80GB", GPUS * len(nodes)))
         # no GPU labels (no agent changes it) and no pool: only this workload lands there
-        spare["metadata"]["labels"] = {"kubernetes.io/hostname": f"{ns}-spare", WORKLOAD: ns}
-        fleet.create_from_manifests(kube, [spare])
+        spare.relabel({"kubernetes.io/hostname": f"{ns}-spare", WORKLOAD: ns})
+        fleet.create_from_manifests(kube, [spare.obj()])
         eventually(self._settled, 60, f"the PDB of {ns} counting its {self.replicas} pods")
 
     def _settled(self) -> bool:
@@ -225,11 +219,10 @@ def kill_and_restart(operator: OperatorProcess) -> None:
 
 
 def pool_spec(pool: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
-    return {
-        "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
-        **layout,
-        "rollout": {"verifyTimeout": "1m", "drain": {"timeout": "1m"}, **rollout},
-    }
+    quick = GeometryWrapper(pool).layout(layout).rollout(**QUICK_ROLLOUT)
+    quick.rollout(verifyTimeout="1m")
+    spec: dict[str, Any] = quick.rollout(**rollout).obj()["spec"]
+    return spec
 
 
 def npg(kube: Kube, name: str) -> Obj | None:

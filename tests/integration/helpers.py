@@ -1,4 +1,4 @@
-"""Polling with a deadline, and small builders for objects tests create."""
+"""Polling with a deadline, and the API calls tests repeat (objects come from ``builders``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from builders import DeploymentWrapper, NamespaceWrapper, NodeWrapper, PdbWrapper
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 
 T = TypeVar("T")
@@ -33,7 +34,7 @@ def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str =
 def namespace(kube: Kube, name: str, labels: dict[str, str] | None = None) -> None:
     """Create a namespace and wait until its default ServiceAccount exists (pods need it)."""
     try:
-        kube.create("/api/v1/namespaces", {"metadata": {"name": name, "labels": labels or {}}})
+        kube.create("/api/v1/namespaces", NamespaceWrapper(name).labels(labels or {}).obj())
     except ApiError as err:
         if not err.conflict:
             raise
@@ -60,45 +61,12 @@ def deployment(
     annotations: dict[str, str] | None = None,
     node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Deployment ``name`` of ``replicas`` pods (label ``app=<name>``), each asking ``count``
-    of ``resource``; on the nodes of ``pool`` (label ``tessera.io/pool``) when given."""
-    selector = {**({"tessera.io/pool": pool} if pool else {}), **(node_selector or {})}
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "image": "serve", "resources": {"limits": {resource: str(count)}}}
-        ],
-        "terminationGracePeriodSeconds": grace,
-    }
-    if selector:
-        spec["nodeSelector"] = selector
-    template_meta: dict[str, Any] = {"labels": {"app": name}}
-    if annotations:
-        template_meta["annotations"] = annotations
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": template_meta, "spec": spec},
-        },
-    }
-
-
-def pdb(name: str, *, min_available: int | None = None, max_unavailable: int | None = None) -> Obj:
-    """A PodDisruptionBudget over ``app=<name>``."""
-    budget: dict[str, Any] = {"selector": {"matchLabels": {"app": name}}}
-    if min_available is not None:
-        budget["minAvailable"] = min_available
-    if max_unavailable is not None:
-        budget["maxUnavailable"] = max_unavailable
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name},
-        "spec": budget,
-    }
+    """The keyword form :func:`serve` takes: a Deployment ``name`` of ``replicas`` pods (label
+    ``app=<name>``), each asking ``count`` of ``resource``; on the nodes of ``pool`` (label
+    ``tessera.io/pool``) when given."""
+    built = DeploymentWrapper(name).replicas(replicas).limits({resource: count}).grace(grace)
+    built.node_selector({**({"tessera.io/pool": pool} if pool else {}), **(node_selector or {})})
+    return built.pod_annotations(annotations or {}).obj()
 
 
 def app_pods(kube: Kube, ns: str, app: str, *, live: bool = True) -> list[Obj]:
@@ -130,7 +98,7 @@ def serve(kube: Kube, ns: str, name: str, *, budget: int | None = None, **kw: An
     if budget is not None:
         kube.create(
             path_of("policy/v1", "poddisruptionbudgets", namespace=ns),
-            pdb(name, min_available=budget),
+            PdbWrapper(name).match(app=name).min_available(budget).obj(),
         )
     return wait_running(kube, ns, name, manifest["spec"]["replicas"])
 
@@ -141,27 +109,15 @@ def spare_node(kube: Kube, name: str, labels: dict[str, str], resources: dict[st
     to run). No GPU labels, so no device simulator acts on it."""
     from devcluster import fleet
 
-    manifest = fleet.node_manifest(fleet.NodeSpec(name, "H100-80GB"))
-    manifest["metadata"]["labels"] = {"kubernetes.io/hostname": name, **labels}
-    advertised = {"cpu": "64", "memory": "512Gi", "pods": "110"}
-    advertised |= {r: str(n) for r, n in resources.items()}
-    manifest["status"] = {"allocatable": advertised, "capacity": advertised}
-    fleet.create_from_manifests(kube, [manifest])
+    spare = NodeWrapper.simulated(fleet.NodeSpec(name, "H100-80GB"))
+    spare.relabel({"kubernetes.io/hostname": name, **labels}).advertise(resources)
+    fleet.create_from_manifests(kube, [spare.obj()])
     return name
 
 
 def nodes_of(pods: list[Obj]) -> list[str]:
     """Where the scheduler put ``pods`` (their ``spec.nodeName``), in order."""
     return [p["spec"]["nodeName"] for p in pods]
-
-
-def custom(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "tessera.io/v1alpha1",
-        "kind": kind,
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:

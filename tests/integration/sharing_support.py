@@ -7,12 +7,13 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from builders import SharingPolicyWrapper
 from devcluster import fleet, gpunode
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 
-from .helpers import condition, custom, eventually
+from .helpers import condition, eventually
 
 SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
 PLUGIN_CM = path_of("v1", "configmaps", c.DEVICE_PLUGIN_CONFIGMAP_NAME, "gpu-operator")
@@ -31,12 +32,7 @@ def nodes(kube: Kube, pool: str, count: int, mig_strategy: str = "mixed") -> lis
 
 
 def create_policy(kube: Kube, name: str, pool: str, backend: str, **spec: Any) -> None:
-    body: dict[str, Any] = {
-        "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
-        "backend": backend,
-        **spec,
-    }
-    kube.create(SP, custom("SharingPolicy", name, body))
+    kube.create(SP, SharingPolicyWrapper(name).pool(pool).backend(backend).spec(**spec).obj())
 
 
 def policy(kube: Kube, name: str) -> Obj | None:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from devcluster import fleet
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 
 from .faults import node_of, npg
-from .helpers import app_pods, eventually, namespace, serve
+from .helpers import app_pods, eventually, namespace, serve, spare_node
 
 # MIG on GPUs 0-3 only: GPUs 4-7 stay whole, so a replica asking nvidia.com/gpu still fits.
 HALF_MIG = {"mig": {"layouts": [{"devices": "0-3", "profiles": {"1g.10gb": 7}}]}}
 GPU, MIG_1G = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
 SERVES = "story.tessera.io/serves"  # the nodes a story's serving Deployment may run on
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def nodes(pool: str, count: int = 1, model: str = "H100-80GB") -> list[fleet.NodeSpec]:
@@ -43,13 +40,7 @@ def spare(kube: Kube, pool: str, resource: str = GPU) -> str:
     """Node ``<pool>-spare``, outside the pool, labelled for the pool's workloads
     (``SERVES``): room where a drained node's replicas can go. No GPU labels, so no agent
     acts on it; it advertises 8 of ``resource``."""
-    name = f"{pool}-spare"
-    manifest = fleet.node_manifest(fleet.NodeSpec(name, "H100-80GB"))
-    manifest["metadata"]["labels"] = {HOSTNAME: name, SERVES: pool}
-    for field in ("allocatable", "capacity"):
-        manifest["status"][field] = {"cpu": "64", "memory": "512Gi", "pods": "110", resource: "8"}
-    fleet.create_from_manifests(kube, [manifest])
-    return name
+    return spare_node(kube, f"{pool}-spare", {SERVES: pool}, {resource: 8})
 
 
 def counted(kube: Kube, ns: str, app: str, healthy: int) -> None:
@@ -108,14 +99,6 @@ def clean(kube: Kube, name: str, admin: bool = False) -> bool:
         and c.GEOMETRY_PENDING_TAINT not in taints
         and c.NODE_STATE_ANNOTATION not in annotations
     )
-
-
-def away_from(app: str, manifest: Obj) -> Obj:
-    """``manifest`` (a Deployment) whose pods the scheduler never puts beside ``app``'s."""
-    away = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME}
-    rule: dict[str, Any] = {"requiredDuringSchedulingIgnoredDuringExecution": [away]}
-    manifest["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": rule}
-    return manifest
 
 
 def assert_replaced(evicted: dict[str, str], before: list[Obj], after: list[Obj]) -> None:

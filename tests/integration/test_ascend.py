@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+from builders import custom
 from devcluster import fleet, identity, npunode
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.agent.vnpu import ERROR_ANNOTATION, RECORD_ANNOTATION
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually
+from .helpers import condition, eventually
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 POOL = "npg-ascend"

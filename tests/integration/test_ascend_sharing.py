@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import DeploymentWrapper, PdbWrapper
 from devcluster import fleet, hami_ascend
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
@@ -40,17 +41,7 @@ from tessera.api import constants as c
 from tessera.domain.sharing import rollout_targets
 
 from .conftest import OperatorProcess
-from .helpers import (
-    app_pods,
-    condition,
-    deployment,
-    eventually,
-    namespace,
-    nodes_of,
-    pdb,
-    running,
-    wait_running,
-)
+from .helpers import app_pods, condition, eventually, namespace, nodes_of, running, wait_running
 from .sharing_support import (
     SP,
     delete_policy,
@@ -67,7 +58,6 @@ NPU = "huawei.com/Ascend310P"
 REGISTER = c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX + "Ascend310P"
 HAMI_MODE = rollout_targets.HAMI_MODE_LABEL
 WORK = "asc-sp-work"
-HOSTNAME = "kubernetes.io/hostname"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -323,15 +313,12 @@ def _serving(kube: Kube, name: str, pool: str, replicas: int, budget: int | None
     (required anti-affinity: an evicted replica waits for its node to come back), and a PDB
     with ``minAvailable: budget``; returns the pods once the scheduler placed them and KWOK
     runs them."""
-    manifest = deployment(name, pool=pool, resource=NPU, replicas=replicas)
-    one_per_node = {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": HOSTNAME}
-    manifest["spec"]["template"]["spec"]["affinity"] = {
-        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]}
-    }
+    one_per_node = DeploymentWrapper(name).pool(pool).limits({NPU: 1}).away_from(name)
+    manifest = one_per_node.replicas(replicas).obj()
     kube.create(path_of("apps/v1", "deployments", namespace=WORK), manifest)
     if budget is not None:
         budgets = path_of("policy/v1", "poddisruptionbudgets", namespace=WORK)
-        kube.create(budgets, pdb(name, min_available=budget))
+        kube.create(budgets, PdbWrapper(name).match(app=name).min_available(budget).obj())
         eventually(
             lambda: (_pdb(kube, name).get("status") or {}).get("currentHealthy") == replicas,
             60,

@@ -22,24 +22,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from builders import LAYOUT_A, LAYOUT_B, custom
 from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import Kube, Obj
 
 from .capacity_support import MIG_1G, TIER, Availability, tier_pool, tier_spare
 from .conftest import OperatorProcess
-from .faults import (
-    LAYOUT_A,
-    LAYOUT_B,
-    NPG,
-    agents,
-    assert_released,
-    events,
-    npg,
-    pool_nodes,
-    pool_spec,
-    wait_ready,
-)
-from .helpers import app_pods, condition, custom, eventually, namespace, serve, wait_running
+from .faults import NPG, agents, assert_released, events, npg, pool_nodes, pool_spec, wait_ready
+from .helpers import app_pods, condition, eventually, namespace, serve, wait_running
 from .rollout_ledger import Ledger
 
 __all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)

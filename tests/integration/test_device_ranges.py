@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import custom
 from devcluster import fleet, gpunode
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_agents
+from .helpers import condition, eventually, gpu_agents
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 SPLIT = [

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from builders import custom
 from devcluster import fleet, npunode
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually
+from .helpers import condition, eventually
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 POOL = "dev-npu-split"

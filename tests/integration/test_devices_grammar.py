@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import TenantQuotaWrapper, custom
 from tessera.api.v1alpha1 import devices as grammar
 from tessera.api.v1alpha1 import quantity
 
 from .conftest import ROOT, Kubectl
-from .helpers import custom
 
 TABLE = yaml.safe_load((ROOT / "tests" / "data" / "devices.yaml").read_text(encoding="utf-8"))
 VALUES = [row["devices"] for row in TABLE["valid"] + TABLE["invalid"]]
@@ -81,8 +81,7 @@ def test_the_api_server_and_the_devices_parser_agree_on_every_form(kubectl: Kube
 
 
 def _tenant(i: int, count: int | str) -> dict[str, Any]:
-    spec = {"namespaceSelector": {"matchLabels": {"t": "u"}}, "hard": {"nvidia.com/gpu": count}}
-    return custom("TenantQuota", f"count-{i}", spec)
+    return TenantQuotaWrapper(f"count-{i}").namespaces(t="u").hard({"nvidia.com/gpu": count}).obj()
 
 
 def _whole(count: int | str) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from builders import LAYOUT_A100, PdbWrapper, custom
 from devcluster import fleet
 from devcluster.controlplane import ControlPlane
 from tessera.adapters.informer import Informer
@@ -26,10 +27,9 @@ from tessera.api import constants as c
 
 from . import story_support as story
 from .conftest import OperatorProcess
-from .helpers import app_pods, condition, custom, eventually, gpu_agents, namespace, pdb, serve
+from .helpers import app_pods, condition, eventually, gpu_agents, namespace, serve
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
-LAYOUT_A100 = {"mig": {"layouts": [{"profiles": {"1g.5gb": 7}}]}}
 LAYOUT_H100 = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 PASSES = re.compile(
     r'^tessera_reconciles_total\{kind="NodePoolGeometry",outcome="progressing"\} (\S+)$', re.M
@@ -70,8 +70,7 @@ def test_a_pdb_holding_up_a_drain_is_named_at_once_with_one_event_per_pod(
     # a PDB that lets none go; the spare is room elsewhere, so only the PDB holds the drain.
     [pod] = serve(kube, ns, "serving", node_selector={story.SERVES: pool})
     assert pod["spec"]["nodeName"] == node
-    budget = pdb("serving", min_available=1)
-    budget["metadata"]["name"] = "serving-pdb"
+    budget = PdbWrapper("serving-pdb").match(app="serving").min_available(1).obj()
     kube.create(path_of("policy/v1", "poddisruptionbudgets", namespace=ns), budget)
     story.spare(kube, pool)
     story.counted(kube, ns, "serving-pdb", 1)

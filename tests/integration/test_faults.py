@@ -26,6 +26,7 @@ import itertools
 import threading
 from pathlib import Path
 
+from builders import LAYOUT_A, LAYOUT_B, custom
 from devcluster import fleet, gpunode
 from devcluster.controlplane import ControlPlane
 from devcluster.scheduling import STUCK_ANNOTATION
@@ -34,8 +35,6 @@ from tessera.api import constants as c
 
 from .conftest import OperatorProcess
 from .faults import (
-    LAYOUT_A,
-    LAYOUT_B,
     NPG,
     SP,
     Witness,
@@ -52,7 +51,7 @@ from .faults import (
     stalled,
     wait_ready,
 )
-from .helpers import condition, custom, eventually
+from .helpers import condition, eventually
 
 __all__ = ["agents"]  # the module-scoped fixture, used by every test below
 

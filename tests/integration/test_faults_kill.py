@@ -12,12 +12,12 @@ import threading
 
 import pytest
 
+from builders import LAYOUT_A, custom
 from devcluster import fleet
 from tessera.adapters.kube import Kube
 
 from .conftest import OperatorProcess
 from .faults import (
-    LAYOUT_A,
     NPG,
     Witness,
     Workload,
@@ -29,7 +29,7 @@ from .faults import (
     restarted_at_exit,
     wait_ready,
 )
-from .helpers import custom, eventually
+from .helpers import eventually
 
 __all__ = ["agents"]  # the module-scoped fixture, used by every test below
 

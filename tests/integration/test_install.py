@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import custom
 from tessera.adapters.kube import Kube
 from tessera.observability import metrics
 
 from .conftest import ROOT, Kubectl, OperatorProcess
-from .helpers import custom, eventually, namespace
+from .helpers import eventually, namespace
 from .tools import SERVICE_MONITOR_API, helm_template
 
 CONFIG = ROOT / "config"

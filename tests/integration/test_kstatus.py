@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
+from builders import custom
 from devcluster import fleet
 from tessera.adapters.kube import Kube
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, namespace
+from .helpers import condition, eventually, namespace
 from .tools import tool
 
 API = "/apis/tessera.io/v1alpha1"

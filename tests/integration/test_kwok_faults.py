@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from builders import LAYOUT_A, custom
 from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
 from .faults import (
-    LAYOUT_A,
     NPG,
     Witness,
     agents,
@@ -36,7 +36,7 @@ from .faults import (
     restarted_at_exit,
     wait_ready,
 )
-from .helpers import condition, custom, eventually
+from .helpers import condition, eventually
 
 __all__ = ["agents"]  # the module-scoped fixture: the simulated GPU agents
 UNREACHABLE = "node.kubernetes.io/unreachable"

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from builders import DeploymentWrapper
 from devcluster import fleet, gpunode
 from devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
 from devcluster.fleet import publish_devices
@@ -85,31 +86,6 @@ def gpu_node(plane: ControlPlane, kube: Kube) -> dict[str, Any]:
     return kube.get(path_of("v1", "nodes", NODE))
 
 
-def deployment(name: str, replicas: int, gpus: int, grace: int = 5) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "serve",
-                            "resources": {"limits": {GPU: str(gpus)}},
-                        }
-                    ],
-                    "terminationGracePeriodSeconds": grace,
-                },
-            },
-        },
-    }
-
-
 def pods(kube: Kube, ns: str, app: str) -> list[dict[str, Any]]:
     return kube.list(path_of("v1", "pods", namespace=ns), label_selector=f"app={app}")
 
@@ -130,7 +106,10 @@ def test_the_scheduler_places_a_deployment_on_the_kwok_node_and_kwok_runs_it(
     plane: ControlPlane, kube: Kube, gpu_node: dict[str, Any]
 ) -> None:
     namespace(kube, "serving")
-    kube.create(path_of("apps/v1", "deployments", namespace="serving"), deployment("llm", 2, 1))
+    kube.create(
+        path_of("apps/v1", "deployments", namespace="serving"),
+        DeploymentWrapper("llm").replicas(2).limits({GPU: 1}).grace(5).obj(),
+    )
     until(plane, lambda: available(kube, "serving", "llm", 2), "Deployment llm available 2/2")
     for pod in pods(kube, "serving", "llm"):
         assert pod["spec"]["nodeName"] == NODE  # bound by kube-scheduler: the template has none
@@ -140,7 +119,10 @@ def test_the_scheduler_places_a_deployment_on_the_kwok_node_and_kwok_runs_it(
     assert (condition(dep, "Available") or {}).get("status") == "True"
 
     # 2 of 8 GPUs used: a pod wanting 7 has nowhere to go, and the scheduler says why.
-    kube.create(path_of("apps/v1", "deployments", namespace="serving"), deployment("big", 1, 7))
+    kube.create(
+        path_of("apps/v1", "deployments", namespace="serving"),
+        DeploymentWrapper("big").limits({GPU: 7}).grace(5).obj(),
+    )
 
     def unschedulable() -> str | None:
         for pod in pods(kube, "serving", "big"):
@@ -158,7 +140,10 @@ def test_a_deleted_pod_terminates_for_its_grace_period_then_kwok_removes_it(
     plane: ControlPlane, kube: Kube, gpu_node: dict[str, Any]
 ) -> None:
     namespace(kube, "graceful")
-    kube.create(path_of("apps/v1", "deployments", namespace="graceful"), deployment("web", 1, 1, 5))
+    kube.create(
+        path_of("apps/v1", "deployments", namespace="graceful"),
+        DeploymentWrapper("web").limits({GPU: 1}).grace(5).obj(),
+    )
     until(plane, lambda: available(kube, "graceful", "web", 1), "Deployment web available 1/1")
     victim = pods(kube, "graceful", "web")[0]["metadata"]["name"]
     terminating = kube.delete(path_of("v1", "pods", victim, "graceful"))  # the pod, Terminating

@@ -8,6 +8,15 @@ from typing import Any
 
 import pytest
 
+from builders import (
+    LAYOUT_A,
+    LAYOUT_A100,
+    LAYOUT_B,
+    QUICK_ROLLOUT,
+    GeometryWrapper,
+    PdbWrapper,
+    custom,
+)
 from devcluster import fleet, gpunode
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
@@ -17,7 +26,6 @@ from .conftest import OperatorProcess
 from .helpers import (
     app_pods,
     condition,
-    custom,
     eventually,
     gpu_agents,
     namespace,
@@ -27,9 +35,6 @@ from .helpers import (
 )
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
-LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
-LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
-LAYOUT_A100 = {"mig": {"layouts": [{"profiles": {"1g.5gb": 7}}]}}
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +44,9 @@ def agents(kube: Kube) -> Iterator[None]:
 
 
 def _pool_spec(pool: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
-    return {
-        "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
-        **layout,
-        "rollout": {"verifyTimeout": "2m", "drain": {"timeout": "1m"}, **rollout},
-    }
+    built = GeometryWrapper(pool).layout(layout).rollout(**QUICK_ROLLOUT).rollout(**rollout)
+    spec: dict[str, Any] = built.obj()["spec"]
+    return spec
 
 
 def _npg(kube: Kube, name: str) -> dict[str, Any] | None:
@@ -159,10 +162,7 @@ def test_pdb_allowing_no_disruption_blocks_until_relaxed(
     # PDB that lets none go; the spare is room elsewhere, so only the PDB holds the drain.
     [pod] = serve(kube, "npg-pdb-ns", "serving", node_selector={story.SERVES: "npg-pdb"})
     assert pod["spec"]["nodeName"] == "npg-pdb-0"
-    pdb = {
-        "metadata": {"name": "serving-pdb"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serving"}}},
-    }
+    pdb = PdbWrapper("serving-pdb").min_available(1).match(app="serving").obj()
     kube.create("/apis/policy/v1/namespaces/npg-pdb-ns/poddisruptionbudgets", pdb)
     spare = story.spare(kube, "npg-pdb")
     spec = _pool_spec("npg-pdb", LAYOUT_A100)

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from builders import LAYOUT_A, LAYOUT_B, custom
 from devcluster import fleet
 from devcluster.controlplane import ControlPlane, free_port
 from tessera.adapters.kube import Kube, Obj, path_of
@@ -33,7 +34,7 @@ from tessera.domain import lease
 
 from .conftest import ROOT, Kubectl, OperatorProcess
 from .faults import Witness, restarted_at_exit, wait_ready
-from .helpers import custom, eventually, gpu_agents
+from .helpers import eventually, gpu_agents
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 PEERINGS = "/apis/kopf.dev/v1/clusterkopfpeerings"
@@ -43,8 +44,6 @@ POOL = "peer-pool"
 NODES = 4
 MAX_UNAVAILABLE = 2
 HIGH, LOW = 200, 100
-LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
-LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 # kopf's line when a replica stops waiting (it starts paused when peering is mandatory).
 RESUMED = "Resuming operations after the pause"
 

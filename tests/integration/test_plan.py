@@ -13,27 +13,17 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import LAYOUT_A, LAYOUT_B, QUICK_ROLLOUT, GeometryWrapper, custom
 from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import (
-    condition,
-    custom,
-    eventually,
-    gpu_agents,
-    namespace,
-    nodes_of,
-    serve,
-    spare_node,
-)
+from .helpers import condition, eventually, gpu_agents, namespace, nodes_of, serve, spare_node
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
 SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
-LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
-LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +33,7 @@ def agents(kube: Kube) -> Iterator[None]:
 
 
 def _npg(name: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
-    spec = {
-        "nodeSelector": {"matchLabels": {c.POOL_LABEL: name}},
-        **layout,
-        "rollout": {"verifyTimeout": "2m", "drain": {"timeout": "1m"}, **rollout},
-    }
-    return custom("NodePoolGeometry", name, spec)
+    return GeometryWrapper(name).layout(layout).rollout(**QUICK_ROLLOUT).rollout(**rollout).obj()
 
 
 def _write(tmp_path: Path, *docs: dict[str, Any]) -> Path:

@@ -14,16 +14,21 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import (
+    LAYOUT_A,
+    LAYOUT_B,
+    DeploymentWrapper,
+    TenantQuotaWrapper,
+    custom,
+)
 from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import ROOT, Kubectl
-from .helpers import custom, deployment, eventually, namespace, nodes_of, wait_running
+from .helpers import eventually, namespace, nodes_of, wait_running
 
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
-LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
-LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 TRACKING = "argocd.argoproj.io/tracking-id"
 SECRET = "s3cr3t-from-the-pod-env"
 
@@ -58,11 +63,8 @@ def _pool(name: str, layout: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tenant(name: str, **annotations: str) -> dict[str, Any]:
-    spec = {"namespaceSelector": {"matchLabels": {"tenant": name}}, "hard": {"nvidia.com/gpu": 1}}
-    obj = custom("TenantQuota", name, spec)
-    if annotations:
-        obj["metadata"]["annotations"] = annotations
-    return obj
+    tenant = TenantQuotaWrapper(name).namespaces(tenant=name).hard({"nvidia.com/gpu": 1})
+    return tenant.annotations(annotations).obj() if annotations else tenant.obj()
 
 
 def _write(path: Path, *docs: dict[str, Any]) -> Path:
@@ -259,8 +261,14 @@ def test_a_snapshot_keeps_no_pod_secret_and_plans_as_the_cluster_does(
     nodes = fleet.create_nodes(kube, fleet.pool("snap", "H100-80GB", 2))
     namespace(kube, "snap-ml")
     # a serving Deployment applied with kubectl; its pods carry the secret in args and env
-    serving = deployment("serving", pool="snap", replicas=2)
-    serving["metadata"]["namespace"] = "snap-ml"
+    serving = (
+        DeploymentWrapper("serving")
+        .namespace("snap-ml")
+        .pool("snap")
+        .replicas(2)
+        .limits({"nvidia.com/gpu": 1})
+        .obj()
+    )
     (container,) = serving["spec"]["template"]["spec"]["containers"]
     container |= {
         "image": "registry.example/serving:1",

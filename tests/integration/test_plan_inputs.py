@@ -12,21 +12,17 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import TenantQuotaWrapper
 from tessera.adapters.kube import Kube
 
 from .conftest import ROOT, Kubectl
-from .helpers import custom
 from .test_plan_gitops import tessera_plan
 
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
 
 
 def _tenant(name: str, gpus: int) -> dict[str, Any]:
-    spec = {
-        "namespaceSelector": {"matchLabels": {"tenant": name}},
-        "hard": {"nvidia.com/gpu": gpus},
-    }
-    return custom("TenantQuota", name, spec)
+    return TenantQuotaWrapper(name).namespaces(tenant=name).hard({"nvidia.com/gpu": gpus}).obj()
 
 
 def test_an_empty_stdin_is_an_error_not_no_changes(control_plane: Any) -> None:

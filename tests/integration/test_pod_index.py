@@ -7,12 +7,13 @@ ReplicaSet controller and deletions through its watch.
 
 from __future__ import annotations
 
+from builders import DeploymentWrapper
 from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 from tessera.controllers.runtime import pod_index
 from tessera.domain.rollout import PodView
 
-from .helpers import app_pods, deployment, eventually, namespace, serve
+from .helpers import app_pods, eventually, namespace, serve
 
 NS, POOL = "index", "idx"
 
@@ -37,7 +38,8 @@ def test_bound_pods_are_grouped_by_node_and_follow_the_watch(kube: Kube) -> None
     namespace(kube, NS)
     placed = serve(kube, NS, "idx", pool=POOL, replicas=3)
     # A replica no node can take (its pool has none): Pending, never bound, never indexed.
-    kube.create(path_of("apps/v1", "deployments", namespace=NS), deployment("unbound", pool="none"))
+    unbound = DeploymentWrapper("unbound").pool("none").limits({"nvidia.com/gpu": 1})
+    kube.create(path_of("apps/v1", "deployments", namespace=NS), unbound.obj())
     eventually(lambda: app_pods(kube, NS, "unbound"), what="the unbound replica created")
     index = pod_index(kube)
     assert index.get(nodes[:1]) is None, "an index that has not listed yet must say so"

@@ -20,18 +20,17 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import LAYOUT_A, LAYOUT_B, custom
 from devcluster import fleet
 from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, custom, eventually, gpu_agents
+from .helpers import condition, eventually, gpu_agents
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
 SP = "/apis/tessera.io/v1alpha1/sharingpolicies"
-LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
-LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 TEAM = "example.com/team"
 
 

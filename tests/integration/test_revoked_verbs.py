@@ -19,24 +19,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from builders import LAYOUT_A, LAYOUT_B, custom
 from devcluster import fleet, identity
 from devcluster.controlplane import free_port
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .faults import (
-    LAYOUT_A,
-    LAYOUT_B,
-    NPG,
-    agents,
-    assert_released,
-    events,
-    pool_spec,
-    stalled,
-    wait_ready,
-)
-from .helpers import condition, custom, eventually, namespace
+from .faults import NPG, agents, assert_released, events, pool_spec, stalled, wait_ready
+from .helpers import condition, eventually, namespace
 
 __all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
 

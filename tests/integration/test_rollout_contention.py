@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import threading
 
+from builders import LAYOUT_A, LAYOUT_B, custom
 from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 
 from .conftest import OperatorProcess
-from .faults import LAYOUT_A, LAYOUT_B, NPG, agents, assert_released, pool_spec, wait_ready
-from .helpers import custom
+from .faults import NPG, agents, assert_released, pool_spec, wait_ready
 
 __all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
 

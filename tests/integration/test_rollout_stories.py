@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from builders import LAYOUT_A, LAYOUT_B, DeploymentWrapper, custom
 from devcluster import fleet
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
@@ -31,8 +32,6 @@ from . import sharing_support as sharing
 from . import story_support as story
 from .conftest import OperatorProcess
 from .faults import (
-    LAYOUT_A,
-    LAYOUT_B,
     NPG,
     agents,
     assert_released,
@@ -43,16 +42,7 @@ from .faults import (
     stalled,
     wait_ready,
 )
-from .helpers import (
-    condition,
-    custom,
-    deployment,
-    eventually,
-    namespace,
-    nodes_of,
-    serve,
-    wait_running,
-)
+from .helpers import condition, eventually, namespace, nodes_of, serve, wait_running
 from .rollout_ledger import Ledger
 
 __all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
@@ -159,8 +149,10 @@ def test_an_impossible_layout_mid_rollout_leaves_no_taint_or_cordon(
     (first,) = nodes_of([story.serving(kube, ns, pool)])
     # Two replicas of 3 GPUs on each other node (never beside ``serve``): so the draining node
     # is the one with the fewest pods to move, and the rest still has room for ``serve``.
-    busy = story.away_from("serve", deployment("busy", pool=pool, count=3, replicas=4))
-    kube.create(path_of("apps/v1", "deployments", namespace=ns), busy)
+    busy = (
+        DeploymentWrapper("busy").pool(pool).limits({story.GPU: 3}).replicas(4).away_from("serve")
+    )
+    kube.create(path_of("apps/v1", "deployments", namespace=ns), busy.obj())
     placed = nodes_of(wait_running(kube, ns, "busy", 4))
     assert sorted(placed) == sorted([n for n in names if n != first] * 2), placed
     with Ledger(kube, pool, ns) as ledger:

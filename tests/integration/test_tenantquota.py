@@ -7,11 +7,12 @@ import itertools
 
 import pytest
 
+from builders import DeploymentWrapper, custom
 from devcluster import fleet
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 
 from .conftest import OperatorProcess
-from .helpers import app_pods, condition, custom, deployment, eventually, namespace
+from .helpers import app_pods, condition, eventually, namespace
 
 MIG = "nvidia.com/mig-1g.10gb"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
@@ -62,7 +63,7 @@ def test_a_deployment_over_the_namespace_limit_gets_no_pod_and_says_exceeded_quo
     kube: Kube, tenant_a: str
 ) -> None:
     eventually(lambda: _enforced(kube, "qa-1", tenant_a), what="quota enforced in qa-1")
-    too_big = deployment("too-big", pool=NO_NODES, resource=MIG, count=5)
+    too_big = DeploymentWrapper("too-big").pool(NO_NODES).limits({MIG: 5}).obj()
     kube.create(path_of("apps/v1", "deployments", namespace="qa-1"), too_big)
 
     def refused() -> str | None:
@@ -84,7 +85,7 @@ def _burst_pod(name: str) -> Obj:
     with its own back-off, hiding the race). No node is named: nothing carries the pool label
     it selects, so it stays Pending and touches no other test's nodes; the quota counts it all
     the same."""
-    spec = deployment(name, pool=NO_NODES, resource=MIG)["spec"]["template"]["spec"]
+    spec = DeploymentWrapper(name).pool(NO_NODES).limits({MIG: 1}).obj()["spec"]["template"]["spec"]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 

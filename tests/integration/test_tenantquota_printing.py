@@ -6,19 +6,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from builders import TenantQuotaWrapper
 from devcluster import fleet
 from tessera.adapters.kube import Kube, path_of
 
 from .conftest import Kubectl, OperatorProcess
-from .helpers import condition, custom, eventually, namespace
+from .helpers import condition, eventually, namespace
 
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
 HEADER = r"NAME\s+NAMESPACES\s+OVERCOMMITTED\s+READY\s+REASON\s+AGE"
 
 
 def _tenant(name: str, label: str, **limits: Any) -> dict[str, Any]:
-    selector = {"matchLabels": {"tessera.io/tenant": label}}
-    return custom("TenantQuota", name, {"namespaceSelector": selector, **limits})
+    return TenantQuotaWrapper(name).namespaces(**{"tessera.io/tenant": label}).spec(**limits).obj()
 
 
 def _current(kube: Kube, name: str, type_: str) -> dict[str, Any] | None:

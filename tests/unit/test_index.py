@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from builders import PodWrapper
 from tessera.adapters.index import Index
 from tessera.adapters.kube import Kube
 
 
 def pod(name: str, node: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": "ml", "name": name}, "spec": {"nodeName": node}}
+    return PodWrapper(name).namespace("ml").node(node).obj()
 
 
 def project(obj: dict[str, Any]) -> tuple[str, str] | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from builders import NodeWrapper
 from tessera.api import constants as c
 from tessera.controllers import nodepoolgeometry, sharingpolicy
 from tessera.domain.cluster import geometry_owner
@@ -33,11 +34,8 @@ def node(label: str, *, held_by: str = "", ready: str = "True", **extra: Any) ->
     if held_by:
         taint = pending_taint(geometry_owner(held_by))
         taints = [{"key": taint.key, "effect": taint.effect, "value": taint.value}]
-    return {
-        "metadata": {"name": "gpu-1", "labels": {c.POOL_LABEL: label}, **extra},
-        "spec": {"taints": taints},
-        "status": {"conditions": [{"type": "Ready", "status": ready}]},
-    }
+    built = NodeWrapper("gpu-1").label(c.POOL_LABEL, label).meta(**extra)
+    return built.taints(*taints).ready(ready).obj()
 
 
 def setup(*pools: str) -> tuple[Wakeups, NodeWakeups]:

@@ -1,37 +1,40 @@
-"""Raw objects for preview tests: simulated nodes, pods, PDBs and Tessera manifests."""
+"""Raw objects for preview tests, built with ``builders``: the shorthands these tests share
+(a Running GPU replica, a PDB as the disruption controller reports it, a pool and its nodes)
+and the cluster as Tessera's controllers leave it (converged, sharing applied, mid-rollout)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from builders import (
+    LAYOUT_A,
+    LAYOUT_B,
+    GeometryWrapper,
+    NamespaceWrapper,
+    NodeWrapper,
+    PdbWrapper,
+    PodWrapper,
+    SharingPolicyWrapper,
+    TenantQuotaWrapper,
+)
 from devcluster import fleet
 from tessera.api import constants as c
 from tessera.domain import cluster, pools
 from tessera.domain.preview import Cluster, ObjectPreview, Preview, Raw
 
 T0 = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)
-LAYOUT_A = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]}}
-LAYOUT_B = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 
 
-def npg(name: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
-    return manifest(
-        "NodePoolGeometry",
-        name,
-        {"nodeSelector": {"matchLabels": {c.POOL_LABEL: name}}, **layout, "rollout": rollout},
-    )
-
-
-def manifest(kind: str, name: str, spec: dict[str, Any], **annotations: str) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if annotations:
-        meta["annotations"] = annotations
-    return {"apiVersion": c.API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
+def npg(name: str, layout: Mapping[str, Any], **rollout: Any) -> dict[str, Any]:
+    """Pool ``name`` (its nodes labelled ``tessera.io/pool=<name>``) with ``layout``."""
+    return GeometryWrapper(name).layout(layout).rollout(**rollout).obj()
 
 
 def gpu_nodes(pool: str, count: int, model: str = "H100-80GB", devices: int = 8) -> list[Raw]:
-    return [fleet.node_manifest(s) for s in fleet.pool(pool, model, count, devices)]
+    """The pool's simulated nodes, as the dev cluster creates them."""
+    return [NodeWrapper.simulated(s).obj() for s in fleet.pool(pool, model, count, devices)]
 
 
 def converged(nodes: list[Raw], pool_manifest: dict[str, Any]) -> tuple[list[Raw], Raw]:
@@ -70,35 +73,19 @@ def converged(nodes: list[Raw], pool_manifest: dict[str, Any]) -> tuple[list[Raw
 
 
 def pod(name: str, node: str, ns: str = "ml", **labels: str) -> Raw:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": labels,
-            "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": True}],
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-        },
-        "status": {"phase": "Running"},
-    }
+    """A Running replica (owned by a ReplicaSet) on ``node`` using one GPU."""
+    built = PodWrapper(name).namespace(ns).labels(labels).owner().node(node)
+    return built.limits({"nvidia.com/gpu": 1}).phase("Running").obj()
 
 
 def pdb(name: str, allowed: int, ns: str = "ml", **match: str) -> Raw:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": ns, "generation": 1},
-        "spec": {"selector": {"matchLabels": match}},
-        "status": {"observedGeneration": 1, "disruptionsAllowed": allowed},
-    }
+    """A PDB over the pods labelled ``match`` allowing ``allowed`` disruptions."""
+    built = PdbWrapper(name).namespace(ns).meta(generation=1).match(**match)
+    return built.allowed(allowed).obj()
 
 
 def namespace(name: str, **labels: str) -> Raw:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    return NamespaceWrapper(name).labels(labels).obj()
 
 
 def world(*items: Raw) -> Cluster:
@@ -246,21 +233,16 @@ def resource_quota(ns: str, tenant: str, used: int = 0, **hard: int) -> Raw:
 
 
 def sharing_policy(name: str, pool: str, backend: str, priority: int = 0, **section: Any) -> Raw:
-    spec = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}}, "backend": backend}
-    return manifest("SharingPolicy", name, {**spec, "priority": priority, **section})
+    built = SharingPolicyWrapper(name).pool(pool).backend(backend)
+    return built.spec(priority=priority, **section).obj()
 
 
 def tenant_quota(name: str, *teams: str, total: int | None = None, gpus: int = 2) -> Raw:
     """A TenantQuota over the namespaces labelled ``team`` in ``teams``."""
-    spec: dict[str, Any] = {
-        "namespaceSelector": {
-            "matchExpressions": [{"key": "team", "operator": "In", "values": list(teams)}]
-        },
-        "hard": {"nvidia.com/gpu": gpus},
-    }
-    if total is not None:
-        spec["total"] = {"nvidia.com/gpu": total}
-    return manifest("TenantQuota", name, spec)
+    built = (
+        TenantQuotaWrapper(name).namespaces_in("team", list(teams)).hard({"nvidia.com/gpu": gpus})
+    )
+    return (built.total({"nvidia.com/gpu": total}) if total is not None else built).obj()
 
 
 def deleted(p: Preview, name: str) -> ObjectPreview:

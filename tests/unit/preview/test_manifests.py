@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from preview_builders import LAYOUT_A, npg
+from preview_builders import npg
 
+from builders import LAYOUT_A
 from tessera.cli import manifests as reading
 from tessera.domain.manifests import Document, ManifestError, load, parse
 

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from preview_builders import (
-    LAYOUT_A,
-    LAYOUT_B,
-    T0,
-    converged,
-    gpu_nodes,
-    manifest,
-    namespace,
-    npg,
-    pdb,
-    pod,
-    world,
-)
+from preview_builders import T0, converged, gpu_nodes, namespace, npg, pdb, pod, world
 
+from builders import LAYOUT_A, LAYOUT_B, custom
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, preview, rollout
 from tessera.domain.preview.geometry_configs import ranges
@@ -102,7 +91,7 @@ def test_manual_approval_prints_the_annotation_and_recognises_an_approved_plan()
     obj = _one(preview.preview(world(*nodes), [pool], T0))
     text = preview.render(preview.preview(world(*nodes), [pool], T0))
     assert f"tessera.io/approve-plan={obj.plan_hash}" in text
-    live = manifest("NodePoolGeometry", "inf", pool["spec"], **{
+    live = custom("NodePoolGeometry", "inf", pool["spec"], **{
         "tessera.io/approve-plan": obj.plan_hash
     })  # fmt: skip
     again = _one(preview.preview(world(*nodes, live), [pool], T0))

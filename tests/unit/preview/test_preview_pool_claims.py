@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from preview_builders import LAYOUT_A, LAYOUT_B, T0, converged, gpu_nodes, manifest, world
+from preview_builders import T0, converged, gpu_nodes, world
 
-from tessera.api import constants as c
+from builders import LAYOUT_A, LAYOUT_B, GeometryWrapper
 from tessera.domain import preview
 
 
 def _pool(name: str, pool_label: str, layout: dict[str, object]) -> dict[str, object]:
-    spec = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: pool_label}}, **layout}
-    return manifest("NodePoolGeometry", name, spec)
+    return GeometryWrapper(name).pool(pool_label).layout(layout).obj()
 
 
 def test_a_pool_over_a_live_serving_pool_is_a_conflict_that_changes_nothing() -> None:

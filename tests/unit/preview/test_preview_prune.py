@@ -7,8 +7,6 @@ from typing import Any
 import pytest
 import yaml
 from preview_builders import (
-    LAYOUT_A,
-    LAYOUT_B,
     T0,
     converged,
     deleted,
@@ -24,6 +22,7 @@ from preview_builders import (
     world,
 )
 
+from builders import LAYOUT_A, LAYOUT_B
 from tessera.cli.main import main
 from tessera.domain import preview, selectors
 

@@ -11,7 +11,6 @@ from preview_builders import (
     T0,
     deleted,
     holding,
-    manifest,
     pool_world,
     sharing_applied,
     sharing_policy,
@@ -19,6 +18,7 @@ from preview_builders import (
     world,
 )
 
+from builders import custom
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain import cluster, preview, rollout
@@ -154,7 +154,7 @@ def test_geometry_deletion_leaves_a_pool_ref_policy_selecting_nothing() -> None:
     items, _, _, _ = pool_world()
     for node in items[:3]:
         node["metadata"]["labels"][c.MIG_STRATEGY_LABEL] = "none"
-    ref = manifest(
+    ref = custom(
         "SharingPolicy",
         "ts",
         {"poolRef": {"name": "inf"}, "backend": "TimeSlicing", "timeSlicing": {"replicas": 2}},
@@ -251,7 +251,7 @@ def test_sharing_deletion_returns_nodes_to_the_default_config(
 
 def test_sharing_deletion_hands_nodes_to_the_next_policy_and_releases_its_rollout() -> None:
     top = sharing_policy("top", "nb", "TimeSlicing", priority=10, timeSlicing={"replicas": 4})
-    low = manifest(
+    low = custom(
         "SharingPolicy",
         "low",
         {

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from preview_builders import (
-    LAYOUT_A,
-    LAYOUT_B,
-    T0,
-    converged,
-    gpu_nodes,
-    manifest,
-    namespace,
-    npg,
-    pod,
-    sharing_applied,
-    world,
-)
+from preview_builders import T0, converged, gpu_nodes, namespace, npg, pod, sharing_applied, world
 
+from builders import LAYOUT_A, LAYOUT_B, SharingPolicyWrapper, TenantQuotaWrapper
 from tessera.api import constants as c
 from tessera.domain import preview
 from tessera.domain.preview import Raw
@@ -27,12 +16,7 @@ WHOLE = {c.MIG_STRATEGY_LABEL: "none"}
 
 
 def _sp(name: str, pool: str, backend: str, **section: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
-        "backend": backend,
-    }
-    spec.update(section)
-    return manifest("SharingPolicy", name, spec)
+    return SharingPolicyWrapper(name).pool(pool).backend(backend).spec(**section).obj()
 
 
 def _whole_gpu_nodes(pool: str, count: int) -> list[Raw]:
@@ -94,13 +78,9 @@ def test_replicas_change_is_in_place() -> None:
 
 
 def _tenant(total: int | None = None, **hard: int) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "namespaceSelector": {"matchLabels": {"tessera.io/tenant": "t"}},
-        "hard": {_RES[k]: v for k, v in hard.items()},
-    }
-    if total is not None:
-        spec["total"] = {"nvidia.com/mig-3g.40gb": total}
-    return manifest("TenantQuota", "t", spec)
+    tenant = TenantQuotaWrapper("t").namespaces(**{"tessera.io/tenant": "t"})
+    tenant.hard({_RES[k]: v for k, v in hard.items()})
+    return (tenant.total({"nvidia.com/mig-3g.40gb": total}) if total is not None else tenant).obj()
 
 
 def test_geometry_change_makes_a_tenant_overcommitted() -> None:

@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 import yaml
 from preview_builders import (
-    LAYOUT_A,
-    LAYOUT_B,
     T0,
     converged,
     gpu_nodes,
@@ -28,6 +26,7 @@ from preview_builders import (
     world,
 )
 
+from builders import LAYOUT_A, LAYOUT_B
 from tessera.cli.main import main
 from tessera.domain import preview, snapshot
 from tessera.domain.preview import Raw

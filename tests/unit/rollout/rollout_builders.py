@@ -1,4 +1,5 @@
-"""Builders for rollout tests: a node, a pod, a PDB, a state, a policy in one line each."""
+"""Builders for rollout tests: a state, a target, a policy in one line each (the node, pod and
+PDB views come from ``builders.views``)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,15 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from builders.views import ALLOC, NEW, OLD
 from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
-from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
+from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.state import Eviction, NodeState, Phase, TargetSpec
-from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
+from tessera.domain.rollout.views import DesiredNode
 
 T0 = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)  # a Saturday
 POOL = "NodePoolGeometry/h100"
-OLD, NEW = "tessera-old", "tessera-new"
-OLD_ALLOC = {"nvidia.com/mig-1g.10gb": 56, "nvidia.com/mig-3g.40gb": 0}
-NEW_ALLOC = {"nvidia.com/mig-1g.10gb": 0, "nvidia.com/mig-3g.40gb": 16}
-ALLOC = {OLD: OLD_ALLOC, NEW: NEW_ALLOC}
 
 
 def secs(n: float) -> timedelta:
@@ -53,47 +51,6 @@ def state(phase: Phase, *, since: datetime = T0, **kw: Any) -> NodeState:
         last_good=target(OLD),
     )
     return replace(base, **kw)
-
-
-def node(
-    name: str = "gpu-1",
-    *,
-    config: str | None = OLD,
-    agent: str | None = "success",
-    st: NodeState | None = None,
-    cordoned: bool = False,
-    ready: bool = True,
-    tainted: bool = False,
-    alloc: dict[str, int] | None = None,
-    **kw: Any,
-) -> NodeView:
-    labels = {}
-    if config is not None:
-        labels[MIG_CONFIG_LABEL] = config
-    if agent is not None:
-        labels[MIG_CONFIG_STATE_LABEL] = agent
-    if alloc is None:
-        alloc = dict(ALLOC.get(config or "", {})) if agent == "success" else {}
-    return NodeView(
-        name=name,
-        labels=labels,
-        unschedulable=cordoned,
-        ready=ready,
-        allocatable=alloc,
-        taints=(GEOMETRY_PENDING,) if tainted else (),
-        state=st,
-        **kw,
-    )
-
-
-def gpu_pod(name: str, on: str = "gpu-1", *, ns: str = "ml", **kw: Any) -> PodView:
-    kw.setdefault("requests_accelerator", True)
-    kw.setdefault("uid", f"uid-{name}")
-    return PodView(namespace=ns, name=name, node=on, **kw)
-
-
-def pdb(name: str, allowed: int, *, ns: str = "ml", **match: str) -> PdbView:
-    return PdbView(ns, name, LabelSelector(match_labels=match), allowed)
 
 
 def evicted(pod_key: str, attempts: int, ago: float, now: datetime = T0) -> dict[str, Eviction]:

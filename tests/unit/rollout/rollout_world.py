@@ -16,8 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from rollout_builders import ALLOC
-
+from builders.views import ALLOC
 from tessera.api.constants import (
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,

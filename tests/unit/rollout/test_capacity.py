@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from rollout_builders import NEW, POOL, T0, desired, gpu_pod, kinds, node, policy, state
+from rollout_builders import POOL, T0, desired, kinds, policy, state
 
+from builders.views import NEW, gpu_pod, node
 from tessera.domain import cluster
 from tessera.domain.rollout import Plan, plan
 from tessera.domain.rollout.capacity import REASON, Ledger, Room, room

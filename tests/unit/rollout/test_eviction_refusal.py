@@ -6,8 +6,9 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from rollout_builders import T0, evicted, gpu_pod, pdb, state
+from rollout_builders import T0, evicted, state
 
+from builders.views import gpu_pod, pdb
 from tessera.adapters.events import EventRecorder, Ref
 from tessera.adapters.kube import ApiError, Kube
 from tessera.api.v1alpha1.common import DrainSpec

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from rollout_builders import NEW, POOL, T0, desired, node, policy, state
+from rollout_builders import POOL, T0, desired, policy, state
 
+from builders.views import NEW, node
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain import rollout
 from tessera.domain.rollout import actions as act

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rollout_builders import NEW, OLD, desired, node, state
+from rollout_builders import desired, state
 
+from builders.views import NEW, OLD, node
 from tessera.domain.cluster import pod_reads
 from tessera.domain.rollout.state import Phase
 from tessera.domain.rollout.views import NodeView

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from rollout_builders import NEW, POOL, T0, kinds, node, policy, secs, state
+from rollout_builders import POOL, T0, kinds, policy, secs, state
 
+from builders.views import NEW, node
 from tessera.domain.rollout.backout import backout
 from tessera.domain.rollout.state import Phase
 from tessera.domain.rollout.views import NodeView

@@ -8,25 +8,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from rollout_builders import (
-    NEW,
-    NEW_ALLOC,
-    OLD,
-    POOL,
-    T0,
-    desired,
-    evicted,
-    gpu_pod,
-    kinds,
-    node,
-    pdb,
-    policy,
-    secs,
-    state,
-    target,
-    written,
-)
+from rollout_builders import POOL, T0, desired, evicted, kinds, policy, secs, state, target, written
 
+from builders.views import NEW, NEW_ALLOC, OLD, gpu_pod, node, pdb
 from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act

@@ -17,22 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 from phase_spy import EDGES, shown, watching
-from rollout_builders import (
-    NEW,
-    OLD,
-    POOL,
-    T0,
-    desired,
-    gpu_pod,
-    kinds,
-    node,
-    pdb,
-    policy,
-    secs,
-    state,
-)
+from rollout_builders import POOL, T0, desired, kinds, policy, secs, state
 from rollout_world import World
 
+from builders.views import NEW, OLD, gpu_pod, node, pdb
 from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.gates import budget

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 from phase_spy import EDGES, shown, watching
-from rollout_builders import NEW, OLD, POOL, T0, desired, policy, secs
+from rollout_builders import POOL, T0, desired, policy, secs
 from rollout_world import World
 
+from builders.views import NEW, OLD
 from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, NODE_STATE_ANNOTATION
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act

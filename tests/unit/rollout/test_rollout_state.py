@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
-from rollout_builders import NEW, T0, secs, state, target
+from rollout_builders import T0, secs, state, target
 
+from builders.views import NEW
 from tessera.domain.rollout.state import (
     Eviction,
     NodeState,

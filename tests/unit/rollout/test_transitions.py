@@ -14,9 +14,10 @@ from datetime import datetime
 
 import pytest
 from phase_spy import EDGES, shown, watching
-from rollout_builders import NEW, OLD, POOL, T0, desired, gpu_pod, node, pdb, policy, secs, state
+from rollout_builders import POOL, T0, desired, policy, secs, state
 from rollout_builders import target as layout
 
+from builders.views import NEW, OLD, gpu_pod, node, pdb
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout.planning import plan
 from tessera.domain.rollout.state import (

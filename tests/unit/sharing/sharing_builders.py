@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from builders import SharingPolicyWrapper
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain.sharing import nodes
 from tessera.domain.sharing.assignment import Policy
@@ -16,14 +17,13 @@ POOL = "tessera.io/pool"
 
 def policy(name: str, backend: str = "TimeSlicing", pool: str = "a", **spec: Any) -> Policy:
     """A policy selecting ``tessera.io/pool=<pool>``; ``spec`` uses the wire (camelCase) names."""
-    body: dict[str, Any] = {"nodeSelector": {"matchLabels": {POOL: pool}}, "backend": backend}
+    built = SharingPolicyWrapper(name).pool(pool).backend(backend)
     defaults = {"TimeSlicing": ("timeSlicing", {"replicas": 4}), "MPS": ("mps", {"replicas": 4})}
     defaults["HAMiCore"] = ("hamiCore", {})
     if backend in defaults and defaults[backend][0] not in spec:
         block, value = defaults[backend]
-        body[block] = value
-    body.update(spec)
-    return Policy(name, SharingPolicySpec.model_validate(body))
+        built.spec(**{block: value})
+    return Policy(name, SharingPolicySpec.model_validate(built.spec(**spec).obj()["spec"]))
 
 
 def gpu_node(

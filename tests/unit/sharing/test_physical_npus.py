@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sharing_builders import policy
 
+from builders import NodeWrapper
 from tessera.api import constants as c
 from tessera.domain import cluster
 from tessera.domain.sharing import nodes, rollout_targets
@@ -60,10 +61,8 @@ def test_physical_npus(
 
 def _node(allocatable: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
     labels = {c.POOL_LABEL: "a", c.HAMI_ASCEND_NODE_LABEL: "on", c.NPU_CHIP_NAME_LABEL: "310P3"}
-    return {
-        "metadata": {"name": "a1", "labels": labels, "annotations": annotations},
-        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", **allocatable}},
-    }
+    built = NodeWrapper("a1").labels(labels).annotations(annotations)
+    return built.allocatable({"cpu": "64", "memory": "512Gi", **allocatable}).obj()
 
 
 @pytest.mark.parametrize(
