@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence, Set
 from . import actions as act
 from . import capacity, gates, selection, targets
 from .machine import Context
-from .outcome import Outcome, Problem
-from .state import NodeState, Phase, ReportPhase, check
+from .outcome import Outcome, Problem, stuck
+from .state import IllegalTransition, NodeState, Phase, ReportPhase, check
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
 
 
@@ -154,6 +154,10 @@ class _Slots:
     ) -> Outcome:
         """Start ``node`` (taking a slot unless it is already cordoned) or say why it waits."""
         taken, ledger = self.taken, self.ledger
+        try:  # before any slot is spent: a record no start may follow stops this node only
+            check(node.state.phase if node.state else None, Phase.CORDONED, node.name)
+        except IllegalTransition as err:
+            return stuck(node.name, err)
         wait = _waiting(self.ctx, node, chosen)
         starts = (node.unschedulable and node.name in taken) or self.free > 0
         if wait.problem is not None:  # a pod kubectl would refuse to evict: never started

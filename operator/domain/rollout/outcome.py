@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from . import actions as act
 from .draining import Held
-from .state import NodeState, ReportPhase
+from .state import IllegalTransition, NodeState, ReportPhase
 
 
 @dataclass(frozen=True)
@@ -50,3 +50,13 @@ class Outcome:
         if self.final is not None:
             out.append(self.final)
         return out
+
+
+def stuck(node: str, err: IllegalTransition) -> Outcome:
+    """``node`` cannot go on from its record: nothing is written to it, the pool is told why.
+
+    The other nodes of the pass are decided as usual, so one bad record never
+    leaves a node that is mid-drain cordoned and tainted.
+    """
+    msg = f"rollout state cannot go on ({err}); fix or remove the annotation"
+    return Outcome(node=node, phase=ReportPhase.FAILED, why=msg, problem=Problem("NodeFailed", msg))

@@ -32,10 +32,10 @@ from . import actions as act
 from . import admission, capacity, reporting, selection, targets
 from .draining import Held
 from .machine import Context, step, untouched
-from .outcome import Outcome
+from .outcome import Outcome, stuck
 from .releasing import back_out
 from .reporting import NodeReport
-from .state import NodeState, ReportPhase, check, ts
+from .state import IllegalTransition, NodeState, ReportPhase, check, ts
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
 
 DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
@@ -138,7 +138,10 @@ def plan(
     ctx = Context(pool, policy, now, by_node, pdbs, budget, room)
     acc = _Pass()
     for node in sorted(nodes, key=lambda n: n.name):
-        visit(ctx, acc, node, desired.get(node.name))
+        try:
+            visit(ctx, acc, node, desired.get(node.name))
+        except IllegalTransition as err:  # this node stops; the others go on (state.py)
+            acc.take(stuck(node.name, err), None, desired.get(node.name))
     stepping, acc.actions = tuple(acc.actions), []
     gate, waiting, short = admission.admit(
         ctx, desired, nodes, acc.candidates, approved_hash, freed=acc.freed

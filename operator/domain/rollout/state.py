@@ -10,12 +10,11 @@ cordon; Tessera uncordons only when it was ``False``.
 
 ``TRANSITIONS`` says which phase may follow which. Every change of phase goes
 through ``check`` (``NodeState.to``, the first record, the clear), so a step the
-table does not name raises ``IllegalTransition``: a bug, which tests catch.
-Production raises too. ``plan`` decides a whole pass before anything is
-written, so raising writes nothing and leaves every node in its last persisted
-record, the state a crashed operator leaves and the next pass resumes from;
-recording and going on would run a path no test or review has seen, on a
-machine that evicts pods and repartitions devices. The pool stops, saying why.
+table does not name raises ``IllegalTransition``, which tests catch. In
+production ``plan`` catches it per node: that node gets no write this pass and
+is reported ``NodeFailed`` with the message, while the pool's other nodes go
+on (a node mid-drain must not stay cordoned because another is stuck). A
+record that cannot occur is refused earlier, by ``decode``, as a ``StateError``.
 """
 
 from __future__ import annotations
@@ -99,7 +98,7 @@ def order(phases: frozenset[Phase | None]) -> list[Phase | None]:
 
 
 class IllegalTransition(RuntimeError):
-    """A change of phase that ``TRANSITIONS`` does not allow: a bug in the machine."""
+    """A change of phase that ``TRANSITIONS`` does not allow; ``plan`` reports it on the node."""
 
 
 def check(before: Phase | None, after: Phase | None, node: str = "") -> None:
@@ -261,6 +260,9 @@ def decode(raw: str | None) -> NodeState | None:
         raise StateError("orig must be a boolean")
     if not isinstance(msg, str) or not (rb_of is None or isinstance(rb_of, str)):
         raise StateError("msg and rbOf must be strings")
+    if data.get("rolledBack") is True and phase != Phase.FAILED:
+        # Only a finished rollback is settled (release writes it Failed): no pass can continue one.
+        raise StateError(f"rolledBack is set on a {phase} record; only a Failed record is settled")
     return NodeState(
         phase=phase,
         owner=owner,

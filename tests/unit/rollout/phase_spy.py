@@ -2,6 +2,9 @@
 
 ``watching()`` wraps that check wherever the rollout modules hold it, records
 each (before, after) and still lets the real check raise on an illegal one.
+It shows which edges a test *takes* (coverage); it cannot show an illegal
+change, which raises before it is recorded or never meets the check at all.
+What is *written* is held to the table by ``persisted``.
 """
 
 from __future__ import annotations

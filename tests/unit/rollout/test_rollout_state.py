@@ -28,7 +28,9 @@ FULL = replace(
 )
 
 
-@pytest.mark.parametrize("s", [state(Phase.CORDONED), FULL, replace(FULL, rolled_back=True)])
+@pytest.mark.parametrize(
+    "s", [state(Phase.CORDONED), FULL, replace(FULL, phase=Phase.FAILED, rolled_back=True)]
+)
 def test_round_trip(s: NodeState) -> None:
     assert decode(encode(s)) == s
 
