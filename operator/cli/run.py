@@ -90,6 +90,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from tessera.adapters.kube import Kube
     from tessera.controllers.runtime import Context, pod_index, utcnow
+    from tessera.controllers.skipping import NodeChanges
     from tessera.controllers.writer_lease import WriterLease
     from tessera.handlers.wiring import build_registry
     from tessera.observability import logs, metrics, tracing
@@ -100,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         start_http_server(args.metrics_port, addr="0.0.0.0")
     kube = Kube.from_kubeconfig(args.kubeconfig, on_write=metrics.count_write)
     pods = pod_index(kube).start()
-    ctx = Context(kube, settings_from(args), pod_index=pods)
+    ctx = Context(kube, settings_from(args), pod_index=pods, node_changes=NodeChanges())
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
     lease = None

@@ -14,7 +14,7 @@ so a converged pool costs a Node list and a pool list and nothing else.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +29,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
 from tessera.domain.conditions import Verdict, landed
 
-from . import evictions, skeleton
+from . import evictions, skeleton, skipping
 from . import rollout_driver as driver
 from .runtime import Context, Result, custom_path, ref_of
 
@@ -38,7 +38,10 @@ KIND = "NodePoolGeometry"
 log = logging.getLogger("tessera.nodepoolgeometry")
 _CONFIGMAP_ATTEMPTS = 5
 _KIND = skeleton.Kind(
-    KIND, PLURAL, lambda obj: NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+    KIND,
+    PLURAL,
+    lambda obj: NodePoolGeometrySpec.model_validate(obj.get("spec") or {}),
+    inputs=lambda ctx, obj: _inputs(ctx, obj),  # noqa: PLW0108 (defined below)
 )
 
 
@@ -93,6 +96,7 @@ def finalize(ctx: Context, name: str) -> bool:
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
     if result.done:
         driver.forget_phases(KIND, name)
+        ctx.passes.forget((KIND, name))
     return result.done
 
 
@@ -104,6 +108,18 @@ def _sharing(ctx: Context) -> Mapping[str, Any]:
     ns, cm_name = ctx.settings.device_plugin_configmap
     cm = ctx.kube.get_or_none(path_of("v1", "configmaps", cm_name, ns))
     return (cm or {}).get("data") or {}
+
+
+def _inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
+    """What a pass reads besides the Nodes (``skipping``): the pool as written (status too,
+    should a hand clear it), every pool's spec, the device-plugin and agent ConfigMaps."""
+    return (
+        obj["metadata"].get("resourceVersion"),
+        skipping.generations(ctx.kube, custom_path(PLURAL)),
+        skipping.configmap(ctx.kube, ctx.settings.device_plugin_configmap),
+        skipping.configmap(ctx.kube, ctx.settings.mig_configmap),
+        skipping.configmap(ctx.kube, ctx.settings.vnpu_configmap),
+    )
 
 
 def _other_pools(ctx: Context, name: str) -> dict[str, LabelSelector | None]:

@@ -23,6 +23,8 @@ from tessera.api import constants as c
 from tessera.domain import cluster, failures
 from tessera.domain.rollout import PodView
 
+from .skipping import FULL_PASS_RESYNCS, NodeChanges, Passes
+
 STOPPING: ContextVar[Callable[[], bool]] = ContextVar("stopping", default=lambda: False)
 """Whether the pass running in this context should stop starting new work (kopf is stopping
 or pausing its daemon). The daemon sets it; ``asyncio.to_thread`` carries it into the pass."""
@@ -100,11 +102,16 @@ class Context:
     clock: Callable[[], datetime] = utcnow
     pod_index: Index[PodView] | None = None
     """Pods by node, watch-fed; None where nothing keeps one (then pods are listed)."""
+    node_changes: NodeChanges | None = None
+    """Node changes counted by the watch that wakes the daemons; None: no pass is skipped."""
     events: EventRecorder = field(init=False)
     streaks: Streaks = field(default_factory=Streaks)
+    passes: Passes = field(init=False)
 
     def __post_init__(self) -> None:
         self.events = EventRecorder(self.kube)
+        full_every = FULL_PASS_RESYNCS * self.settings.resync_seconds
+        self.passes = Passes(self.node_changes, full_every)
 
 
 def custom_path(plural: str, name: str = "") -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
 
+from . import skipping
 from .runtime import Context, custom_path, ref_of
 
 PLURAL = "sharingpolicies"
@@ -86,6 +87,20 @@ def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
     nvidia = _document(ctx, hns, c.HAMI_NVIDIA_CONFIGMAP_NAME, c.HAMI_NVIDIA_CONFIGMAP_KEY)
     ascend = _document(ctx, hns, c.HAMI_ASCEND_CONFIGMAP_NAME, c.HAMI_ASCEND_CONFIGMAP_KEY)
     return Snapshot(tuple(policies), raw, facts, plugin, nvidia, ascend, missing, refs)
+
+
+def inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
+    """What a pass reads besides the Nodes (``skipping``): the policy as written (status
+    too, should a hand clear it), every policy's and pool's spec, the three ConfigMaps."""
+    hns, kube = ctx.settings.hami_namespace, ctx.kube
+    return (
+        obj["metadata"].get("resourceVersion"),
+        skipping.generations(kube, custom_path(PLURAL)),
+        skipping.generations(kube, custom_path("nodepoolgeometries")),
+        skipping.configmap(kube, ctx.settings.device_plugin_configmap),
+        skipping.configmap(kube, (hns, c.HAMI_NVIDIA_CONFIGMAP_NAME)),
+        skipping.configmap(kube, (hns, c.HAMI_ASCEND_CONFIGMAP_NAME)),
+    )
 
 
 facts_of = cluster.sharing_facts  # shared with ``tessera plan``

@@ -35,7 +35,7 @@ ROLLING_REQUEUE = 1.0  # seconds between passes while a rollout drains or verifi
 log = logging.getLogger("tessera.sharingpolicy")
 STATES = ("matched", "applied", "conflicted", "awaiting-rollout")
 _LOCK = threading.Lock()
-_KIND = skeleton.Kind(KIND, PLURAL, sharing_observe.spec_of)
+_KIND = skeleton.Kind(KIND, PLURAL, sharing_observe.spec_of, inputs=sharing_observe.inputs)
 
 
 def reconcile(ctx: Context, name: str) -> Result:
@@ -83,6 +83,7 @@ def finalize(ctx: Context, name: str) -> bool:
                 continue  # never exported (the policy was never reconciled here)
         if done:
             rollout_driver.forget_phases(KIND, name)
+            ctx.passes.forget((KIND, name))
     return done
 
 

@@ -18,7 +18,7 @@ pass — are ``tessera.domain.failures``'s.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from tessera.adapters.events import EventType
 from tessera.adapters.kube import ApiError, Obj
-from tessera.domain import failures
+from tessera.domain import failures, idle
 from tessera.domain.conditions import Verdict, conditions_for, kept, warns
 from tessera.domain.failures import Failure
 from tessera.observability import metrics
@@ -61,6 +61,9 @@ class Kind(Generic[S]):
     """The object's spec, parsed; a ValidationError is reported as Stalled ``InvalidSpec``."""
     announce: bool = True
     """Post an Event when a not-Ready verdict changes the status (failures always post one)."""
+    inputs: Callable[[Context, Obj], tuple[Hashable, ...]] | None = None
+    """What a pass reads besides the Nodes, summarised (``skipping``): a pass that would read
+    what the last converged one read is skipped. None: every pass runs in full."""
 
 
 Steps = Callable[[Context, Obj, S], Outcome | None]
@@ -85,6 +88,24 @@ def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         ctx.streaks.succeeded(kind.plural, name)
         return Result()
+    key, read = (kind.kind, name), kind.inputs
+    inputs = ctx.passes.inputs(lambda: read(ctx, obj)) if read is not None else None
+    if ctx.passes.skip(key, inputs):  # read before anything the pass reads
+        log.info("%s/%s: pass skipped: its inputs are unchanged", kind.kind.lower(), name)
+        return Result()
+    written = ctx.kube.writes.total
+    result, verdict = _run(ctx, kind, obj, steps)
+    moved = ctx.kube.writes.total != written  # its writes, its status (or another's: look again)
+    calm = verdict is not None and idle.converged(
+        verdict, wrote=moved, requeue_after=result.requeue_after, starved=result.starved
+    )
+    ctx.passes.done(key, inputs, calm)
+    return result
+
+
+def _run(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> tuple[Result, Verdict | None]:
+    """The pass, and the verdict it reported (None: it failed, or the object went away)."""
+    name = obj["metadata"]["name"]
     with span("reconcile", kind=kind.kind, name=name), _noting() as found:
         failure: Failure | None = None
         out: Outcome | None
@@ -100,8 +121,9 @@ def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
             out, failure = Outcome(Verdict("progressing", "", "")), Failure(failures.INTERNAL, text)
         if out is None:
             ctx.streaks.succeeded(kind.plural, name)
-            return Result()
-        return _report(ctx, kind, obj, out, failure or failures.reported(found))
+            return Result(), None
+        failure = failure or failures.reported(found)
+        return _report(ctx, kind, obj, out, failure), out.verdict if failure is None else None
 
 
 def _parsed(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> Outcome | None:

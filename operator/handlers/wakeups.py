@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.controllers import nodepoolgeometry, sharingpolicy
 from tessera.domain import cluster
+from tessera.domain.idle import node_fingerprint
 from tessera.domain.rollout import PodView
 from tessera.domain.rollout.machine import READS_PODS  # the drain, the recount before a change
 
@@ -73,20 +74,6 @@ def object_fingerprint(body: Mapping[str, Any]) -> tuple[object, ...]:
     )
 
 
-def node_fingerprint(body: Mapping[str, Any]) -> tuple[object, ...]:
-    """The parts of a Node that Tessera's decisions read; heartbeats do not change it."""
-    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
-    ready = [x.get("status") for x in status.get("conditions", []) if x.get("type") == "Ready"]
-    return (
-        tuple(sorted((meta.get("labels") or {}).items())),
-        tuple(sorted((meta.get("annotations") or {}).items())),
-        bool(spec.get("unschedulable")),
-        repr(spec.get("taints")),
-        tuple(sorted((status.get("allocatable") or {}).items())),
-        tuple(ready),
-    )
-
-
 class NodeWakeups:
     """Which daemons a Node change wakes: the pools that read the node, and every SharingPolicy.
 
@@ -96,10 +83,11 @@ class NodeWakeups:
     whose selector is not known (yet, or not parseable) is always woken.
     """
 
-    def __init__(self, wakeups: Wakeups) -> None:
+    def __init__(self, wakeups: Wakeups, changed: Callable[[], None] = lambda: None) -> None:
         self.wakeups = wakeups
+        self.changed = changed  # told of every change a decision reads, before anyone wakes
         self.selectors: dict[str, LabelSelector] = {}
-        self.nodes: dict[str, tuple[tuple[object, ...], set[str]]] = {}
+        self.nodes: dict[str, tuple[int, frozenset[str]]] = {}  # fingerprint's hash, readers
         self.holders: dict[str, str] = {}  # node → the owner whose rollout state it carries
 
     def pool_changed(self, name: str, spec: Mapping[str, Any] | None) -> None:
@@ -117,18 +105,19 @@ class NodeWakeups:
         if body is None:
             self.nodes.pop(name, None)
             self.holders.pop(name, None)
-            reading: set[str] = set()
+            reading: frozenset[str] = frozenset()
         else:
-            fingerprint = node_fingerprint(body)
+            fingerprint = hash(node_fingerprint(body))  # a hash: 10,000 nodes' labels are MiBs
             if before is not None and before[0] == fingerprint:
                 return  # a heartbeat: nothing a decision reads has changed
-            reading = cluster.pools_reading(body, self.selectors)
+            reading = frozenset(cluster.pools_reading(body, self.selectors))
             self.nodes[name] = (fingerprint, reading)
             state = cluster.node_view(body).state
             if state is not None and state.phase in READS_PODS:
                 self.holders[name] = state.owner
             else:
                 self.holders.pop(name, None)
+        self.changed()
         unknown = self.wakeups.names(nodepoolgeometry.PLURAL) - set(self.selectors)
         for pool in reading | (before[1] if before else set()) | unknown:
             self.wakeups.wake(nodepoolgeometry.PLURAL, pool)

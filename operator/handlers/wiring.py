@@ -125,7 +125,7 @@ def _register_kind(
 
 
 def _register_watches(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wakeups) -> None:
-    nodes = NodeWakeups(wakeups)
+    nodes = NodeWakeups(wakeups, ctx.node_changes.bump if ctx.node_changes else lambda: None)
 
     @kopf.on.startup(registry=registry)
     async def follow_pods(**_: Any) -> None:

@@ -1,0 +1,105 @@
+"""When a pass may be skipped: only when nothing it reads changed since one that changed nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tessera.controllers.skipping import NodeChanges, Passes
+from tessera.domain.conditions import Verdict
+from tessera.domain.idle import Converged, converged, node_fingerprint, skip
+
+READY = Verdict("ready", "Converged", "")
+STALLED = Verdict("stalled", "NoNodes", "")
+ROLLING = Verdict("progressing", "RollingOut", "")
+WINDOW = Verdict("progressing", "OutsideWindow", "")
+INPUTS = (7, "rv-1", (("gpu", "uid", 1),), "cm-3")
+
+
+@pytest.mark.parametrize(
+    ("last", "inputs", "now", "skipped"),
+    [
+        (None, INPUTS, 10.0, False),  # nothing converged yet: run
+        (Converged(INPUTS, 0.0), None, 10.0, False),  # Node changes not followed: run
+        (Converged(INPUTS, 0.0), INPUTS, 10.0, True),  # nothing changed: skip
+        (Converged(INPUTS, 0.0), (8, *INPUTS[1:]), 10.0, False),  # a Node changed
+        (Converged(INPUTS, 0.0), (7, "rv-2", *INPUTS[2:]), 10.0, False),  # the object changed
+        (Converged(INPUTS, 0.0), (*INPUTS[:3], "cm-4"), 10.0, False),  # a ConfigMap edited
+        (Converged(INPUTS, 0.0), (*INPUTS[:3], None), 10.0, False),  # a ConfigMap deleted
+        (Converged(INPUTS, 0.0), INPUTS, 99.9, True),  # just before the full pass is due
+        (Converged(INPUTS, 0.0), INPUTS, 100.0, False),  # a full pass is due
+    ],
+)
+def test_skip(last: Converged | None, inputs: Any, now: float, skipped: bool) -> None:
+    assert skip(last, inputs, now, full_every=100.0) is skipped
+
+
+@pytest.mark.parametrize(
+    ("verdict", "wrote", "requeue", "starved", "expected"),
+    [
+        (READY, False, None, False, True),  # nothing to do, nothing done
+        (STALLED, False, None, False, True),  # waits for a person: only a change moves it
+        (READY, True, None, False, False),  # it wrote: the next pass must look again
+        (ROLLING, False, 1.0, False, False),  # a rollout in flight
+        (WINDOW, False, None, False, False),  # a gate the clock alone opens
+        (STALLED, False, None, True, False),  # waits for room: wakes on a change, not skipped
+        (READY, False, 5.0, False, False),  # asked to look again soon
+    ],
+)
+def test_converged(
+    verdict: Verdict, wrote: bool, requeue: float | None, starved: bool, expected: bool
+) -> None:
+    assert converged(verdict, wrote=wrote, requeue_after=requeue, starved=starved) is expected
+
+
+def _node(**labels: str) -> dict[str, Any]:
+    ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}
+    return {
+        "metadata": {"name": "gpu-1", "resourceVersion": "1", "labels": labels},
+        "spec": {},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [ready]},
+    }
+
+
+def test_a_heartbeat_is_no_change_a_label_is() -> None:
+    node = _node(pool="a")
+    beat = _node(pool="a")
+    beat["metadata"]["resourceVersion"] = "2"
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:05:00Z"
+    assert node_fingerprint(beat) == node_fingerprint(node)
+    assert node_fingerprint(_node(pool="b")) != node_fingerprint(node)
+    cordoned = {**node, "spec": {"unschedulable": True}}
+    assert node_fingerprint(cordoned) != node_fingerprint(node)
+
+
+def test_passes_skip_only_after_a_converged_pass_with_the_same_inputs() -> None:
+    clock = [0.0]
+    nodes = NodeChanges()
+    passes = Passes(nodes, full_every=100.0, clock=lambda: clock[0])
+    key = ("SharingPolicy", "a")
+    first = passes.inputs(lambda: ("rv-1",))
+    assert not passes.skip(key, first)
+    passes.done(key, first, converged=True)
+    clock[0] = 60.0
+    assert passes.skip(key, passes.inputs(lambda: ("rv-1",)))
+    nodes.bump()  # a Node changed (the watch counted it before waking the daemon)
+    moved = passes.inputs(lambda: ("rv-1",))
+    assert not passes.skip(key, moved)
+    passes.done(key, moved, converged=False)  # that pass wrote: forget the converged one
+    assert not passes.skip(key, moved)
+    passes.done(key, moved, converged=True)
+    assert passes.skip(key, passes.inputs(lambda: ("rv-1",)))
+    passes.forget(key)  # deleted
+    assert not passes.skip(key, moved)
+
+
+def test_without_a_node_watch_nothing_is_read_and_nothing_skipped() -> None:
+    passes = Passes(None, full_every=100.0)
+
+    def read() -> tuple[str]:
+        raise AssertionError("read without a watch to compare with")
+
+    inputs = passes.inputs(read)
+    passes.done(("SharingPolicy", "a"), inputs, converged=True)
+    assert inputs is None and not passes.skip(("SharingPolicy", "a"), inputs)
