@@ -153,6 +153,27 @@ def test_a_converged_pool_gets_no_writes(
     assert writes == []
 
 
+def test_a_hand_edit_of_the_agent_configmap_is_repaired_while_idle_passes_are_skipped(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    eventually(lambda: _ready(kube, "npg-six"), 120, "npg-six Ready")
+    mark = len(operator.log())
+    skipped = "nodepoolgeometry/npg-six: pass skipped"
+    eventually(lambda: skipped in operator.log()[mark:], 30, "an idle resync pass skipped")
+    config = _nodes(kube, "npg-six")[0]["metadata"]["labels"][c.MIG_CONFIG_LABEL]
+    path = path_of(
+        "v1", "configmaps", c.MIG_PARTED_CONFIGMAP_NAME, c.MIG_PARTED_CONFIGMAP_NAMESPACE
+    )
+    kube.patch(path, {"data": {c.MIG_PARTED_CONFIGMAP_KEY: "version: v1\nmig-configs: {}\n"}})
+    # Nothing wakes a pool on this ConfigMap: only its resync (5 s here) sees the edit, as a
+    # changed input, so that pass runs in full and writes the configs the labels name again.
+    eventually(
+        lambda: config in kube.get(path)["data"][c.MIG_PARTED_CONFIGMAP_KEY],
+        30,
+        "the pool's configs restored",
+    )
+
+
 def test_pdb_allowing_no_disruption_blocks_until_relaxed(
     kube: Kube, operator: OperatorProcess, agents: None
 ) -> None:
