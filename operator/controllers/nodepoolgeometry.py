@@ -31,7 +31,7 @@ from tessera.domain.conditions import Verdict, landed
 
 from . import evictions, skeleton, skipping
 from . import rollout_driver as driver
-from .runtime import Context, Result, custom_path, ref_of
+from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
@@ -57,7 +57,7 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
     name = obj["metadata"]["name"]
     where = _agent_configmap(ctx, spec)
     with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
-        listed = pool.submit(ctx.kube.list, "/api/v1/nodes")
+        listed = pool.submit(list_nodes, ctx.kube)
         sharing = pool.submit(_sharing, ctx)
         configs = pool.submit(ctx.kube.get_or_none, where.path)
         others = pool.submit(_other_pools, ctx, name)
@@ -89,7 +89,7 @@ def finalize(ctx: Context, name: str) -> bool:
     except ValidationError:
         policy = RolloutSpec()  # the spec never parsed: back out with the defaults
     owner = owner_id(name)
-    views = [cluster.pool_view(n, {}) for n in ctx.kube.list("/api/v1/nodes")]
+    views = [cluster.pool_view(n, {}) for n in list_nodes(ctx.kube)]
     mine = [v for v in views if cluster.touched_by(v, owner)]
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,8 +19,10 @@ from pydantic import ValidationError
 from tessera.adapters.events import EventRecorder, Ref
 from tessera.adapters.index import Index
 from tessera.adapters.kube import Kube, path_of
+from tessera.adapters.sharing import Shared
 from tessera.api import constants as c
 from tessera.domain import cluster, failures
+from tessera.domain.idle import slim_node
 from tessera.domain.rollout import PodView
 
 from .skipping import FULL_PASS_RESYNCS, NodeChanges, Passes
@@ -147,11 +149,33 @@ def spec_error(err: ValidationError) -> str:
     return "spec." + ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"
 
 
+def list_nodes(kube: Kube) -> list[dict[str, Any]]:
+    """Every Node, slim (``idle.slim_node``): one page of full objects in memory at a time."""
+    return [slim_node(node) for page in kube.pages("/api/v1/nodes") for node in page["items"]]
+
+
 def pod_index(kube: Kube) -> Index[PodView]:
     """Every bound pod, as the rollout engine sees it, grouped by node."""
 
+    shared = Shared()
+
     def project(pod: dict[str, Any]) -> tuple[str, PodView] | None:
         node = (pod.get("spec") or {}).get("nodeName")
-        return (node, cluster.pod_view(pod)) if node else None
+        return (shared.text(node), slim(cluster.pod_view(pod), shared)) if node else None
 
     return Index(kube, "/api/v1/pods", project, name="pod-index", field_selector="spec.nodeName!=")
+
+
+def slim(view: PodView, shared: Shared) -> PodView:
+    """The view with what the pods of one template have in common shared (``Shared``)."""
+    return replace(
+        view,
+        namespace=shared.text(view.namespace),
+        node=shared.text(view.node),
+        labels=shared.mapping(view.labels),
+        owner_kind=shared.value(view.owner_kind),
+        phase=shared.value(view.phase),
+        requests=shared.mapping(view.requests),
+        node_selector=shared.mapping(view.node_selector),
+        tolerations=shared.value(view.tolerations),
+    )

@@ -30,7 +30,7 @@ from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
 
 from . import skipping
-from .runtime import Context, custom_path, ref_of
+from .runtime import Context, custom_path, list_nodes, ref_of
 
 PLURAL = "sharingpolicies"
 log = logging.getLogger("tessera.sharingpolicy")
@@ -79,7 +79,7 @@ def settings_of(ctx: Context) -> planning.Settings:
 def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
     """Everything one pass reads; ``without`` leaves out a policy being deleted."""
     policies, missing, refs = _policies(ctx, without)
-    raw = {n["metadata"]["name"]: n for n in ctx.kube.list("/api/v1/nodes")}
+    raw = {n["metadata"]["name"]: n for n in list_nodes(ctx.kube)}
     facts = {name: facts_of(node) for name, node in raw.items()}
     namespace, name = ctx.settings.device_plugin_configmap
     plugin = ctx.kube.get_or_none(path_of("v1", "configmaps", name, namespace))

@@ -66,3 +66,20 @@ def node_fingerprint(body: Mapping[str, Any]) -> Hashable:
         tuple(sorted((status.get("allocatable") or {}).items())),
         tuple(ready),
     )
+
+
+def slim_node(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The Node with only what a decision reads (``cluster.node_view``, ``sharing_facts``):
+    a listed Node carries ten times more (managedFields, images, nodeInfo, conditions) that
+    a pass would otherwise hold for every node of the cluster at once."""
+    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
+    ready = [x for x in status.get("conditions") or [] if x.get("type") == "Ready"]
+    kept = ("name", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp")
+    return {
+        "metadata": {k: meta[k] for k in kept if k in meta},
+        "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec},
+        "status": {
+            **{k: status[k] for k in ("allocatable", "capacity") if k in status},
+            "conditions": [{"type": "Ready", "status": x.get("status")} for x in ready],
+        },
+    }

@@ -103,3 +103,19 @@ def test_without_a_node_watch_nothing_is_read_and_nothing_skipped() -> None:
     inputs = passes.inputs(read)
     passes.done(("SharingPolicy", "a"), inputs, converged=True)
     assert inputs is None and not passes.skip(("SharingPolicy", "a"), inputs)
+
+
+def test_a_slim_node_decides_as_the_node_it_came_from() -> None:
+    from tessera.domain.cluster import node_view, sharing_facts
+    from tessera.domain.idle import slim_node
+
+    node = _node(pool="a", **{"nvidia.com/device-plugin.config": "sp-a"})
+    node["metadata"] |= {"annotations": {"tessera.io/x": "1"}, "managedFields": [{"m": 1}]}
+    node["spec"] = {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]}
+    node["status"] |= {"nodeInfo": {"kubeletVersion": "fake"}, "images": [{"names": ["a"]}]}
+    node["status"]["conditions"].append({"type": "MemoryPressure", "status": "False"})
+    slim = slim_node(node)
+    assert node_view(slim) == node_view(node)
+    assert sharing_facts(slim) == sharing_facts(node)
+    assert node_fingerprint(slim) == node_fingerprint(node)
+    assert "managedFields" not in slim["metadata"] and "nodeInfo" not in slim["status"]
