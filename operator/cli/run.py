@@ -89,9 +89,11 @@ def _run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     from tessera.adapters.kube import Kube
+    from tessera.adapters.node_watch import NodeWatch
     from tessera.controllers.runtime import Context, pod_index, utcnow
     from tessera.controllers.skipping import NodeChanges
     from tessera.controllers.writer_lease import WriterLease
+    from tessera.domain.idle import node_fingerprint
     from tessera.handlers.wiring import build_registry
     from tessera.observability import logs, metrics, tracing
 
@@ -101,7 +103,10 @@ def _run(args: argparse.Namespace) -> int:
         start_http_server(args.metrics_port, addr="0.0.0.0")
     kube = Kube.from_kubeconfig(args.kubeconfig, on_write=metrics.count_write)
     pods = pod_index(kube).start()
-    ctx = Context(kube, settings_from(args), pod_index=pods, node_changes=NodeChanges())
+    nodes = NodeWatch(kube, node_fingerprint)  # started once the wake-ups listen to it
+    ctx = Context(
+        kube, settings_from(args), pod_index=pods, node_watch=nodes, node_changes=NodeChanges()
+    )
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
     lease = None
@@ -112,6 +117,7 @@ def _run(args: argparse.Namespace) -> int:
         _operate(args, registry)
     finally:
         pods.stop()
+        nodes.stop()
     return 0
 
 

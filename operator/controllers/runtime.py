@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from tessera.adapters.events import EventRecorder, Ref
 from tessera.adapters.index import Index
 from tessera.adapters.kube import Kube, path_of
+from tessera.adapters.node_watch import NodeWatch
 from tessera.adapters.sharing import Shared
 from tessera.api import constants as c
 from tessera.domain import cluster, failures
@@ -104,6 +105,8 @@ class Context:
     clock: Callable[[], datetime] = utcnow
     pod_index: Index[PodView] | None = None
     """Pods by node, watch-fed; None where nothing keeps one (then pods are listed)."""
+    node_watch: NodeWatch | None = None
+    """The Nodes' watch that wakes the daemons (``tessera run``); None: kopf's watch does."""
     node_changes: NodeChanges | None = None
     """Node changes counted by the watch that wakes the daemons; None: no pass is skipped."""
     events: EventRecorder = field(init=False)

@@ -148,9 +148,26 @@ def _register_watches(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wa
     def pool_changed(name: str, type: str | None, body: Mapping[str, Any], **_: Any) -> None:
         nodes.pool_changed(name, None if type == "DELETED" else body.get("spec") or {})
 
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    def node_changed(name: str, type: str | None, body: Mapping[str, Any], **_: Any) -> None:
-        nodes.node_changed(name, None if type == "DELETED" else body)
+    if ctx.node_watch is not None:  # heartbeats stop on its thread, not on the event loop
+        node_watch = ctx.node_watch
+
+        @kopf.on.startup(registry=registry)
+        async def follow_nodes(**_: Any) -> None:
+            loop = asyncio.get_running_loop()
+
+            def changed(name: str, body: Mapping[str, Any] | None) -> None:  # watch thread
+                try:
+                    loop.call_soon_threadsafe(nodes.node_changed, name, body)
+                except RuntimeError:  # the loop has closed: the operator is stopping
+                    return
+
+            node_watch.subscribe(changed)
+            node_watch.start()
+    else:
+
+        @kopf.on.event("", "v1", "nodes", registry=registry)
+        def node_changed(name: str, type: str | None, body: Mapping[str, Any], **_: Any) -> None:
+            nodes.node_changed(name, None if type == "DELETED" else body)
 
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     def namespace_changed(**_: Any) -> None:
