@@ -252,11 +252,12 @@ def observe_pool(
     views = {n["metadata"]["name"]: pool_view(n, sharing) for n in nodes}
     claims = pool_claims.resolve({**(others or {}), name: spec.node_selector}, views.values())
     foreign = claims.foreign(name)
-    targets = {
-        node: pools.target_for(name, spec, v.labels, v.allocatable)
+    members = (
+        (node, v.labels, v.allocatable)
         for node, v in views.items()
         if selectors.matches(spec.node_selector, v.labels) and node not in foreign
-    }
+    )
+    targets = pools.targets_for(name, spec, members)
     involved = tuple(v for v in views.values() if v.name in targets or touched_by(v, owner))
     return PoolObservation(owner, views, targets, involved, claims)
 

@@ -57,6 +57,35 @@ def target_for(
         return NodeTarget(DesiredNode(target="invalid", invalid=str(err)), None, {})
 
 
+def targets_for(
+    pool: str,
+    spec: NodePoolGeometrySpec,
+    nodes: Iterable[tuple[str, Mapping[str, str], Mapping[str, int]]],
+) -> dict[str, NodeTarget]:
+    """``target_for`` of each ``(name, labels, allocatable)``: nodes alike (``target_key``)
+    share one computation, so a pass over a thousand identical nodes validates one layout."""
+    known: dict[tuple[object, ...], NodeTarget] = {}
+    out: dict[str, NodeTarget] = {}
+    for name, labels, allocatable in nodes:
+        key = target_key(labels, allocatable)
+        if key not in known:
+            known[key] = target_for(pool, spec, labels, allocatable)
+        out[name] = known[key]
+    return out
+
+
+def target_key(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[object, ...]:
+    """All ``target_for`` reads of a node: its model and count labels, and which NVIDIA
+    resources it advertises (those the target does not expect must go)."""
+    return (
+        labels.get(c.GPU_PRODUCT_LABEL),
+        labels.get(c.GPU_COUNT_LABEL),
+        labels.get(c.NPU_CHIP_NAME_LABEL),
+        labels.get(c.NPU_COUNT_LABEL),
+        tuple(sorted(r for r in allocatable if r.startswith("nvidia.com/"))),
+    )
+
+
 def _nvidia(
     pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str], allocatable: Mapping[str, int]
 ) -> NodeTarget:

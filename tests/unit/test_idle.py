@@ -119,3 +119,29 @@ def test_a_slim_node_decides_as_the_node_it_came_from() -> None:
     assert sharing_facts(slim) == sharing_facts(node)
     assert node_fingerprint(slim) == node_fingerprint(node)
     assert "managedFields" not in slim["metadata"] and "nodeInfo" not in slim["status"]
+
+
+def test_nodes_alike_share_one_target_and_each_gets_its_own() -> None:
+    from tessera.api import constants as c
+    from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
+    from tessera.domain.pools import target_for, targets_for
+
+    spec = NodePoolGeometrySpec.model_validate(
+        {
+            "nodeSelector": {"matchLabels": {"pool": "a"}},
+            "mig": {"layouts": [{"profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]},
+        }
+    )
+    h100 = {c.GPU_PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3", c.GPU_COUNT_LABEL: "8"}
+    a100 = {c.GPU_PRODUCT_LABEL: "NVIDIA-A100-SXM4-40GB", c.GPU_COUNT_LABEL: "8"}
+    whole, split = {"nvidia.com/gpu": 8}, {"nvidia.com/mig-1g.5gb": 56}
+    nodes = [
+        ("h1", h100, whole),
+        ("h2", {**h100, "x": "y"}, whole),
+        ("h3", h100, split),  # advertises what the target must take away
+        ("a1", a100, whole),
+        ("bad", {}, whole),  # no GPU Feature Discovery label: invalid, named so
+    ]
+    shared = targets_for("a", spec, nodes)
+    assert shared == {n: target_for("a", spec, labels, alloc) for n, labels, alloc in nodes}
+    assert shared["h1"] is shared["h2"] and shared["h3"] != shared["h1"] != shared["a1"]
