@@ -27,8 +27,11 @@ from . import evictions, node_patch, skeleton
 from .runtime import Context, stopping
 
 log = logging.getLogger("tessera.rollout")
-POD_LISTS_AT_ONCE = 4  # the client pool holds 5 per CPU; events and other daemons share it
-WRITES_AT_ONCE = 4
+# A wave of 100 nodes admitted, handed their layout or released four at a time waited for
+# 25 round trips in turn (seconds on a busy API server, for every wave); the client keeps
+# 32 connections (``Kube``), shared with the Events and the other daemons.
+POD_LISTS_AT_ONCE = 16
+WRITES_AT_ONCE = 16
 
 
 # -- observe -------------------------------------------------------------------------------------
