@@ -25,7 +25,7 @@ from tessera.observability import metrics
 from tessera.observability.tracing import span
 
 from . import skeleton
-from .runtime import Context, Result, custom_path, ref_of
+from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
 PLURAL = "tenantquotas"
 KIND = "TenantQuota"
@@ -114,7 +114,7 @@ def _seen_quotas(ctx: Context) -> list[objects.SeenQuota]:
 def _capacity(ctx: Context) -> dict[str, int]:
     """What the nodes advertise for accelerator resources, summed."""
     total: dict[str, int] = {}
-    for node in ctx.kube.list("/api/v1/nodes"):
+    for node in list_nodes(ctx.kube):
         for resource, n in accelerators(node.get("status", {}).get("allocatable") or {}).items():
             total[resource] = total.get(resource, 0) + n
     return total
