@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -106,12 +107,16 @@ class GpuNodeAgents:
         wanted = labels.get(c.MIG_CONFIG_LABEL)
         state = labels.get(c.MIG_CONFIG_STATE_LABEL)
         if wanted and (ann.get(APPLIED_MIG) != wanted or state not in ("success", "failed")):
-            if state != "pending":
+            # Each node's MIG manager runs on that node: its reaction goes on a thread of its
+            # own, so a wave of a hundred nodes is not served one "pending" write after another.
+            stuck = ann.get(STUCK) == "true"
+            if not stuck and self._claim(name, wanted):
+                worker = threading.Thread(
+                    target=self._reconfigure, args=(name, wanted, state), daemon=True
+                )
+                worker.start()
+            elif state != "pending":
                 self._label(name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
-            if ann.get(STUCK) != "true" and self._claim(name, wanted):
-                timer = threading.Timer(self.delay, self._apply_mig, args=(name, wanted))
-                timer.daemon = True
-                timer.start()
             return
         plugin_key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
         if plugin_key != ann.get(APPLIED_PLUGIN, ""):
@@ -123,6 +128,20 @@ class GpuNodeAgents:
                 return False
             self._busy.add((node, config))
             return True
+
+    def _reconfigure(self, name: str, wanted: str, state: str | None) -> None:
+        """Say ``pending``, take ``delay`` seconds from the label seen, then apply."""
+        deadline = time.monotonic() + self.delay
+        if state != "pending":
+            try:
+                self._label(name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
+            except ApiError as err:  # the API server is away: the re-list hands the node back
+                log.info("sim MIG manager: %s: %s; retrying on the next event", name, err)
+                with self._lock:
+                    self._busy.discard((name, wanted))
+                return
+        time.sleep(max(0.0, deadline - time.monotonic()))  # the simulated reconfiguration
+        self._apply_mig(name, wanted)
 
     def _apply_mig(self, name: str, wanted: str) -> None:
         try:
