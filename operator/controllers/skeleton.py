@@ -88,8 +88,7 @@ def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         ctx.streaks.succeeded(kind.plural, name)
         return Result()
-    key, read = (kind.kind, name), kind.inputs
-    inputs = ctx.passes.inputs(lambda: read(ctx, obj)) if read is not None else None
+    key, inputs = (kind.kind, name), _inputs(ctx, kind, obj)
     if ctx.passes.skip(key, inputs):  # read before anything the pass reads
         log.info("%s/%s: pass skipped: its inputs are unchanged", kind.kind.lower(), name)
         return Result()
@@ -101,6 +100,17 @@ def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
     )
     ctx.passes.done(key, inputs, calm)
     return result
+
+
+def _inputs(ctx: Context, kind: Kind[Any], obj: Obj) -> idle.Inputs | None:
+    """The pass's inputs summarised; None (run in full, and report) when they cannot be read."""
+    read = kind.inputs
+    if read is None:
+        return None
+    try:
+        return ctx.passes.inputs(lambda: read(ctx, obj))
+    except ApiError:  # the pass itself meets the same error, and reports it
+        return None
 
 
 def _run(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> tuple[Result, Verdict | None]:
