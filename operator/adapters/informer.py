@@ -30,6 +30,7 @@ class Informer(threading.Thread):
         name: str,
         field_selector: str | None = None,
         on_synced: Callable[[], None] = lambda: None,
+        on_listing: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.kube = kube
@@ -37,8 +38,10 @@ class Informer(threading.Thread):
         self.field_selector = field_selector
         self.handler = handler
         self.on_synced = on_synced
+        self.on_listing = on_listing  # a list starts: what an unfinished one gathered is void
         self.stopped = threading.Event()
-        self.synced = threading.Event()
+        self.synced = threading.Event()  # the first list completed
+        self.following = threading.Event()  # listed, and no error since: no change is missed
 
     def stop(self) -> None:
         self.stopped.set()
@@ -46,18 +49,27 @@ class Informer(threading.Thread):
     def run(self) -> None:
         while not self.stopped.is_set():
             try:
-                version = ""
-                for page in self.kube.pages(self.path, field_selector=self.field_selector):
-                    version = version or str(page.get("metadata", {}).get("resourceVersion", ""))
-                    for item in page.get("items", []):
-                        self._handle("SYNC", item)
-                self.on_synced()  # every listed object was handed over: the list is complete
-                self.synced.set()
-                self._watch(version)
+                self._list_and_watch()
+                continue  # the watch expired: re-list at once
             except ApiError as err:  # a refusal never heals by itself: say so where it shows
                 level = logging.WARNING if err.status in (401, 403) else logging.DEBUG
                 log.log(level, "%s: %s; re-listing", self.name, err)
-                self.stopped.wait(0.5)  # back-off before re-listing after an API error
+            except Exception:  # anything else: this thread must live on, or changes go unseen
+                log.exception("%s: list or watch failed; re-listing", self.name)
+            self.following.clear()
+            self.stopped.wait(0.5)  # back-off before re-listing after an error
+
+    def _list_and_watch(self) -> None:
+        self.on_listing()
+        version = ""
+        for page in self.kube.pages(self.path, field_selector=self.field_selector):
+            version = version or str((page.get("metadata") or {}).get("resourceVersion", ""))
+            for item in page.get("items") or []:
+                self._handle("SYNC", item)
+        self.on_synced()  # every listed object was handed over: the list is complete
+        self.synced.set()
+        self.following.set()
+        self._watch(version)
 
     def _watch(self, version: str) -> None:
         while not self.stopped.is_set():

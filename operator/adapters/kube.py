@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import builtins
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -63,15 +64,18 @@ class WriteCounter:
 
     counts: dict[str, int]
     on_write: Callable[[str], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def add(self, verb: str) -> None:
-        self.counts[verb] = self.counts.get(verb, 0) + 1
+        with self._lock:  # writes run sixteen at a time; a pass's ``moved`` reads the total
+            self.counts[verb] = self.counts.get(verb, 0) + 1
         if self.on_write is not None:
             self.on_write(verb)
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        with self._lock:
+            return sum(self.counts.values())
 
 
 class Kube:
@@ -274,11 +278,11 @@ class Kube:
             response = self._api.call_api(
                 method, url, header_params=headers, body=body, _request_timeout=30
             )
+            data = response.read()  # read lazily: a body cut short (a restart) fails here
         except client.ApiException as exc:  # TLS failures surface as ApiException(status=0)
             raise ApiError(exc.status or 0, "TransportError", str(exc.reason)) from None
-        except urllib3.exceptions.HTTPError as exc:  # connection refused, reset, timeout
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # refused, reset, cut, timeout
             raise ApiError(0, "TransportError", str(exc)) from None
-        data = response.read()
         if not 200 <= response.status < 300:
             raise _api_error(response.status, response.reason or "", data)
         return json.loads(data) if data else {}

@@ -30,7 +30,12 @@ class NodeWatch:
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
         self._informer = Informer(
-            kube, "/api/v1/nodes", self._on_event, name="node-watch", on_synced=self._synced
+            kube,
+            "/api/v1/nodes",
+            self._on_event,
+            name="node-watch",
+            on_synced=self._synced,
+            on_listing=self._listing,
         )
 
     def start(self) -> NodeWatch:
@@ -39,6 +44,11 @@ class NodeWatch:
 
     def stop(self) -> None:
         self._informer.stop()
+
+    def following(self) -> bool:
+        """Whether every Node change is seen now: the thread runs, and listed since its last
+        error. Not so, a pass cannot tell that no Node changed: it must not be skipped."""
+        return self._informer.is_alive() and self._informer.following.is_set()
 
     def subscribe(self, listener: Listener) -> None:
         """``listener`` is called on the watch's thread."""
@@ -59,6 +69,10 @@ class NodeWatch:
         if self._seen.get(name) != digest:
             self._seen[name] = digest
             self._tell(name, obj)
+
+    def _listing(self) -> None:
+        """A list starts: names an earlier one gathered before it failed count for nothing."""
+        self._listed = set()
 
     def _synced(self) -> None:
         listed, self._listed = self._listed or set(), None

@@ -116,7 +116,9 @@ class Context:
     def __post_init__(self) -> None:
         self.events = EventRecorder(self.kube)
         full_every = FULL_PASS_RESYNCS * self.settings.resync_seconds
-        self.passes = Passes(self.node_changes, full_every)
+        watch = self.node_watch
+        following = watch.following if watch is not None else (lambda: True)
+        self.passes = Passes(self.node_changes, full_every, following=following)
 
 
 def custom_path(plural: str, name: str = "") -> str:

@@ -111,6 +111,11 @@ def _inputs(ctx: Context, kind: Kind[Any], obj: Obj) -> idle.Inputs | None:
         return ctx.passes.inputs(lambda: read(ctx, obj))
     except ApiError:  # the pass itself meets the same error, and reports it
         return None
+    except Exception:  # inputs not known: never a reason to skip, nor to fail before the pass
+        log.exception(
+            "%s/%s: its inputs could not be read", kind.kind.lower(), obj["metadata"]["name"]
+        )
+        return None
 
 
 def _run(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> tuple[Result, Verdict | None]:

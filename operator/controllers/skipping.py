@@ -39,8 +39,10 @@ class Passes:
         nodes: NodeChanges | None,
         full_every: float,
         clock: Callable[[], float] = time.monotonic,
+        following: Callable[[], bool] = lambda: True,
     ) -> None:
         self._nodes = nodes
+        self._following = following  # whether the watch counting Node changes sees them now
         self._full_every = full_every
         self._clock = clock
         self._last: dict[Hashable, idle.Converged] = {}
@@ -48,8 +50,9 @@ class Passes:
 
     def inputs(self, read: Callable[[], tuple[Hashable, ...]]) -> idle.Inputs | None:
         """The summary of a pass's inputs: the Node counter first (read before anything the
-        pass lists), then what ``read`` returns; None when no watch counts Node changes."""
-        if self._nodes is None:
+        pass lists), then what ``read`` returns; None when no watch counts Node changes, or
+        the one that does is down or re-listing after an error (a change may go uncounted)."""
+        if self._nodes is None or not self._following():
             return None
         count = self._nodes.count
         return (count, *read())

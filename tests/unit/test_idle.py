@@ -145,3 +145,58 @@ def test_nodes_alike_share_one_target_and_each_gets_its_own() -> None:
     shared = targets_for("a", spec, nodes)
     assert shared == {n: target_for("a", spec, labels, alloc) for n, labels, alloc in nodes}
     assert shared["h1"] is shared["h2"] and shared["h3"] != shared["h1"] != shared["a1"]
+
+
+def test_no_pass_is_skipped_while_the_node_watch_is_not_following() -> None:
+    following = [True]
+    passes = Passes(NodeChanges(), full_every=100.0, following=lambda: following[0])
+    key = ("SharingPolicy", "a")
+    passes.done(key, passes.inputs(lambda: ("rv-1",)), converged=True)
+    assert passes.skip(key, passes.inputs(lambda: ("rv-1",)))
+    following[0] = False  # the watch's thread died, or it re-lists after an error
+    down = passes.inputs(lambda: ("rv-1",))
+    assert down is None and not passes.skip(key, down)
+
+
+def test_inputs_that_fail_to_read_in_any_way_run_the_pass_in_full() -> None:
+    from types import SimpleNamespace
+
+    from tessera.controllers.skeleton import _inputs
+
+    def read(*_: Any) -> tuple[str]:
+        raise KeyError("metadata")  # not an ApiError: a body this version cannot read
+
+    ctx = SimpleNamespace(passes=Passes(NodeChanges(), full_every=100.0))
+    kind = SimpleNamespace(inputs=read, kind="SharingPolicy")
+    assert _inputs(ctx, kind, {"metadata": {"name": "a"}}) is None  # type: ignore[arg-type]
+
+
+def _changed(field: str) -> dict[str, Any]:
+    node = _node(pool="a")
+    node["metadata"]["annotations"] = {"tessera.io/state": "1"}
+    node["spec"] = {"unschedulable": False, "taints": [{"key": "k", "effect": "NoSchedule"}]}
+    if field == "labels":
+        node["metadata"]["labels"]["pool"] = "b"
+    elif field == "annotations":
+        node["metadata"]["annotations"]["tessera.io/state"] = "2"
+    elif field == "unschedulable":
+        node["spec"]["unschedulable"] = True
+    elif field == "taints":
+        node["spec"]["taints"][0]["effect"] = "NoExecute"
+    elif field == "allocatable":
+        node["status"]["allocatable"]["nvidia.com/gpu"] = "7"
+    elif field == "Ready":
+        node["status"]["conditions"][0]["status"] = "False"
+    return node
+
+
+@pytest.mark.parametrize(
+    "field", ["labels", "annotations", "unschedulable", "taints", "allocatable", "Ready"]
+)
+def test_each_field_a_decision_reads_changes_the_fingerprint(field: str) -> None:
+    assert node_fingerprint(_changed(field)) != node_fingerprint(_changed(""))
+
+
+def test_a_node_with_null_fields_has_a_fingerprint() -> None:
+    node = {"metadata": {"name": "a", "labels": None}, "spec": None, "status": {"conditions": None}}
+    assert node_fingerprint(node) == node_fingerprint({"metadata": {"name": "a"}})
