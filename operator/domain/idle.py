@@ -56,8 +56,9 @@ def skip(last: Converged | None, inputs: Inputs | None, now: float, full_every: 
 
 def node_fingerprint(body: Mapping[str, Any]) -> Hashable:
     """The parts of a Node that Tessera's decisions read; heartbeats do not change it."""
-    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
-    ready = [x.get("status") for x in status.get("conditions", []) if x.get("type") == "Ready"]
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    status = body.get("status") or {}
+    ready = [x.get("status") for x in status.get("conditions") or [] if x.get("type") == "Ready"]
     return (
         tuple(sorted((meta.get("labels") or {}).items())),
         tuple(sorted((meta.get("annotations") or {}).items())),
@@ -72,7 +73,8 @@ def slim_node(body: Mapping[str, Any]) -> dict[str, Any]:
     """The Node with only what a decision reads (``cluster.node_view``, ``sharing_facts``):
     a listed Node carries ten times more (managedFields, images, nodeInfo, conditions) that
     a pass would otherwise hold for every node of the cluster at once."""
-    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    status = body.get("status") or {}
     ready = [x for x in status.get("conditions") or [] if x.get("type") == "Ready"]
     kept = ("name", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp")
     return {

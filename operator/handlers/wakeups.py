@@ -64,7 +64,7 @@ def object_fingerprint(body: Mapping[str, Any]) -> tuple[object, ...]:
     Without this every status write would wake the object's daemon for one more
     pass that finds nothing to do (half of all passes during a rollout).
     """
-    meta = body.get("metadata", {})
+    meta = body.get("metadata") or {}
     return (
         meta.get("generation"),
         repr(meta.get("annotations")),
@@ -102,14 +102,16 @@ class NodeWakeups:
 
     def node_changed(self, name: str, body: Mapping[str, Any] | None) -> None:
         before = self.nodes.get(name)
-        if body is None:
+        # a hash: 10,000 nodes' labels are MiBs
+        fingerprint = None if body is None else hash(node_fingerprint(body))
+        if body is not None and before is not None and before[0] == fingerprint:
+            return  # a heartbeat: nothing a decision reads has changed
+        self.changed()  # counted first: should what follows fail, no pass skips this change
+        if body is None or fingerprint is None:
             self.nodes.pop(name, None)
             self.holders.pop(name, None)
             reading: frozenset[str] = frozenset()
         else:
-            fingerprint = hash(node_fingerprint(body))  # a hash: 10,000 nodes' labels are MiBs
-            if before is not None and before[0] == fingerprint:
-                return  # a heartbeat: nothing a decision reads has changed
             reading = frozenset(cluster.pools_reading(body, self.selectors))
             self.nodes[name] = (fingerprint, reading)
             state = cluster.node_view(body).state
@@ -117,7 +119,6 @@ class NodeWakeups:
                 self.holders[name] = state.owner
             else:
                 self.holders.pop(name, None)
-        self.changed()
         unknown = self.wakeups.names(nodepoolgeometry.PLURAL) - set(self.selectors)
         for pool in reading | (before[1] if before else set()) | unknown:
             self.wakeups.wake(nodepoolgeometry.PLURAL, pool)

@@ -199,3 +199,18 @@ def test_a_pool_waiting_for_room_wakes_when_room_may_appear_until_it_stops_waiti
     wakeups.starve(NPG, "b", False)
     nodes.pods_changed({"cpu-7"})
     assert woken(wakeups) == set()
+
+
+def test_a_node_change_is_counted_before_reading_it_can_fail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted: list[int] = []
+    nodes = NodeWakeups(Wakeups(), changed=lambda: counted.append(1))
+
+    def broken(*_: Any) -> Any:
+        raise ValueError("a node this version cannot read")
+
+    monkeypatch.setattr("tessera.handlers.wakeups.cluster.pools_reading", broken)
+    with pytest.raises(ValueError):
+        nodes.node_changed("gpu-1", node("a"))
+    assert counted == [1]  # the pass that follows sees the counter moved: it is not skipped
