@@ -15,12 +15,14 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import quote
 
 import urllib3
 from kubernetes import client, config
 
-Obj = dict[str, Any]
+from .api_errors import ApiError, Obj, api_error, path_of
+
+__all__ = ["FIELD_MANAGER", "ApiError", "Kube", "Obj", "PatchType", "WriteCounter", "path_of"]
+
 PatchType = Literal["merge", "json", "strategic", "apply"]
 _CONTENT_TYPES = {
     "merge": "application/merge-patch+json",
@@ -31,29 +33,6 @@ _CONTENT_TYPES = {
 FIELD_MANAGER = "tessera"
 CONNECTIONS = 32
 """Open connections to the API server kept for reuse (writes and lists go out 16 at a time)."""
-
-
-class ApiError(Exception):
-    """A non-2xx answer from the API server."""
-
-    def __init__(self, status: int, reason: str, message: str, body: Obj | None = None) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.body = body or {}
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
-
-    @property
-    def too_many_requests(self) -> bool:
-        return self.status == 429
 
 
 @dataclass(frozen=True)
@@ -241,7 +220,7 @@ class Kube:
         raw = response.response
         try:
             if not 200 <= response.status < 300:
-                raise _api_error(response.status, response.reason or "", raw.read())
+                raise api_error(response.status, response.reason or "", raw.read())
             buffer = b""
             for chunk in raw.stream(65536):
                 buffer += chunk
@@ -284,7 +263,7 @@ class Kube:
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # refused, reset, cut, timeout
             raise ApiError(0, "TransportError", str(exc)) from None
         if not 200 <= response.status < 300:
-            raise _api_error(response.status, response.reason or "", data)
+            raise api_error(response.status, response.reason or "", data)
         return json.loads(data) if data else {}
 
 
@@ -294,19 +273,3 @@ def _pooled(settings: client.Configuration) -> client.Configuration:
     size is closed after its one request (a TLS handshake each time)."""
     settings.connection_pool_maxsize = CONNECTIONS
     return settings
-
-
-def _api_error(status: int, reason: str, raw: Any) -> ApiError:
-    try:
-        body = json.loads(raw) if raw else {}
-    except (TypeError, ValueError):
-        body = {"message": str(raw)}
-    return ApiError(status, str(body.get("reason") or reason), str(body.get("message", "")), body)
-
-
-def path_of(api_version: str, plural: str, name: str = "", namespace: str = "") -> str:
-    """URL path of a collection or object: ``path_of("v1", "nodes", "gpu-1")``."""
-    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    ns = f"/namespaces/{quote(namespace)}" if namespace else ""
-    obj = f"/{quote(name)}" if name else ""
-    return f"{prefix}{ns}/{plural}{obj}"
