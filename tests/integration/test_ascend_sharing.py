@@ -145,7 +145,9 @@ def _seed(kube: Kube, entries: Iterable[dict[str, Any]]) -> None:
 
 
 def _passes(operator: OperatorProcess, name: str, since: int) -> int:
-    found = re.findall(rf"sharingpolicy/{name}: pass done: ", operator.log()[since:])
+    """Passes of the policy logged since ``since``: run in full, or skipped as idle (nothing
+    it reads changed; the skip decision itself is what a converged policy must get right)."""
+    found = re.findall(rf"sharingpolicy/{name}: pass (?:done: |skipped: )", operator.log()[since:])
     return len(found)
 
 
