@@ -78,6 +78,7 @@ KINDS: tuple[KindInfo, ...] = (
         columns=(
             PrinterColumn("Updated", "integer", ".status.nodes.updated"),
             PrinterColumn("Total", "integer", ".status.nodes.total"),
+            PrinterColumn("Allocation", "string", ".spec.allocation", priority=1),
             READY,
             REASON,
             PrinterColumn("Plan", "string", ".status.plan.hash", priority=1),

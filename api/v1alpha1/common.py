@@ -17,6 +17,8 @@ from . import quantity
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+(me|me\.all|gfx)|-me)?$"
 VNPU_TEMPLATE_PATTERN = r"^vir[0-9]{2}(_[0-9]+c)?(_[0-9]+g)?(_[a-z]+)?$"
+# A Kubernetes quantity (resource.ParseQuantity's grammar), e.g. 10Gi, 512Mi, 1e9.
+QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i|[mkMGTPE])?$"
 RESOURCE_NAME_PATTERN = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 
 

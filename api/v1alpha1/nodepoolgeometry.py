@@ -121,12 +121,71 @@ class VnpuGeometry(ApiModel):
         return self
 
 
+class DraKubeletPlugin(ApiModel):
+    namespace: str = Field(
+        default="nvidia-dra-driver-gpu",
+        min_length=1,
+        max_length=63,
+        description="Namespace of the NVIDIA DRA driver's kubelet-plugin DaemonSet.",
+    )
+    daemon_set: str = Field(
+        default="nvidia-dra-driver-gpu-kubelet-plugin",
+        min_length=1,
+        max_length=253,
+        description="Name of that DaemonSet. Its pod on a node is restarted after a MIG change, "
+        "because the driver enumerates static MIG devices only when it starts.",
+    )
+
+
+class DraFeatureGates(ApiModel):
+    time_slicing_settings: bool = Field(
+        default=False,
+        description="The driver's TimeSlicingSettings gate is on for this pool's kubelet plugin "
+        "(needed by a time-slicing SharingPolicy; off in the driver by default).",
+    )
+    mps_support: bool = Field(
+        default=False,
+        description="The driver's MPSSupport gate is on for this pool's kubelet plugin "
+        "(needed by an MPS SharingPolicy; off in the driver by default).",
+    )
+
+
+class DraPool(ApiModel):
+    kubelet_plugin: DraKubeletPlugin = Field(
+        default_factory=DraKubeletPlugin,
+        description="Where the driver's kubelet plugin runs (restarted after a MIG change).",
+    )
+    feature_gates: DraFeatureGates = Field(
+        default_factory=DraFeatureGates,
+        description="Driver feature gates enabled on this pool's nodes; a SharingPolicy that "
+        "needs a gate that is off is refused before anything is written.",
+    )
+
+
 class NodePoolGeometrySpec(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=validations(
             cel(
                 "!(has(self.mig) && has(self.vnpu))",
                 "mig and vnpu are mutually exclusive: a pool is either NVIDIA or Ascend",
+            ),
+            cel(
+                "!has(self.dra) || (has(self.allocation) && self.allocation == 'DRA')",
+                "spec.dra applies only to a pool with allocation: DRA",
+                ".dra",
+            ),
+            cel(
+                "!has(self.allocation) || self.allocation != 'DRA' || !has(self.vnpu)",
+                "allocation DRA is for NVIDIA GPUs (driver gpu.nvidia.com); an Ascend vnpu pool "
+                "uses the device plugin",
+                ".allocation",
+            ),
+            cel(
+                "!has(self.allocation) || self.allocation != 'DRA' || !has(self.migStrategy) "
+                "|| self.migStrategy == 'mixed'",
+                "migStrategy single is a device-plugin setting; a DRA pool publishes every MIG "
+                "device by profile",
+                ".migStrategy",
             ),
         )
     )
@@ -147,8 +206,28 @@ class NodePoolGeometrySpec(ApiModel):
         description="How the device plugin advertises MIG devices: mixed (nvidia.com/mig-<profile>) "
         "or single (nvidia.com/gpu, one profile per node).",
     )
+    allocation: Literal["DevicePlugin", "DRA"] = Field(
+        default="DevicePlugin",
+        description="How pods get this pool's devices. DevicePlugin: extended resources such as "
+        "nvidia.com/mig-1g.10gb from the NVIDIA device plugin. DRA: ResourceClaims naming the "
+        "DeviceClasses Tessera writes for the pool (status.deviceClasses), served by NVIDIA's "
+        "DRA driver gpu.nvidia.com. A node runs one or the other, never both.",
+    )
+    dra: DraPool | None = Field(
+        default=None, description="Settings of a pool with allocation: DRA (defaults if absent)."
+    )
     rollout: RolloutSpec = Field(
         default_factory=RolloutSpec, description="How a change is rolled out over the pool."
+    )
+
+
+class DeviceClassStatus(ApiModel):
+    name: str = Field(description="The DeviceClass (resource.k8s.io/v1) Tessera wrote.")
+    selects: str = Field(
+        description="What it selects: gpu (whole GPUs) or a MIG profile such as 1g.10gb."
+    )
+    devices: int = Field(
+        default=0, description="Devices it selects in the pool's ResourceSlices now."
     )
 
 
@@ -161,6 +240,11 @@ class NodePoolGeometryStatus(ApiModel):
     )
     capacity: dict[str, str] = Field(
         default_factory=dict, description="What the pool advertises once updated, per resource."
+    )
+    device_classes: list[DeviceClassStatus] = Field(
+        default_factory=list,
+        max_length=64,
+        description="For allocation DRA: the DeviceClasses this pool's geometry provides.",
     )
     last_good_layout: str = Field(
         default="", description="Config name of the last layout that rolled out cleanly."

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from .common import (
+    QUANTITY_PATTERN,
     ApiModel,
     Condition,
     LabelSelector,
@@ -92,10 +93,49 @@ class NodeSummary(ApiModel):
     )
 
 
+class DraTimeSlicing(ApiModel):
+    interval: Literal["Default", "Short", "Medium", "Long"] = Field(
+        default="Default",
+        description="The time slice the driver sets on the whole physical GPU "
+        "(GpuConfig sharing.timeSlicingConfig.interval).",
+    )
+
+
+class DraMps(ApiModel):
+    default_active_thread_percentage: int | None = Field(
+        default=None, ge=0, le=100, description="Share of the GPU's threads per MPS client, 0-100."
+    )
+    default_pinned_device_memory_limit: str | None = Field(
+        default=None,
+        pattern=QUANTITY_PATTERN,
+        description="Pinned device memory per client on every device of a claim, e.g. 10Gi "
+        "(at least 1Mi).",
+    )
+    default_per_device_pinned_memory_limit: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per device of a claim (index "0" or a GPU UUID): a limit that overrides '
+        "the default.",
+        json_schema_extra={
+            "maxProperties": 16,
+            "additionalProperties": {"type": "string", "pattern": QUANTITY_PATTERN},
+        },
+    )
+
+
+class DraSharing(ApiModel):
+    time_slicing: DraTimeSlicing | None = Field(
+        default=None, description="For backend TimeSlicing (interval Default if absent)."
+    )
+    mps: DraMps | None = Field(
+        default=None, description="For backend MPS (driver defaults if absent)."
+    )
+
+
 def _block_rule(block: str, backend: str) -> dict[str, str]:
     return cel(
-        f"has(self.{block}) == (self.backend == '{backend}')",
-        f"spec.{block} must be set exactly when backend is {backend}",
+        f"has(self.dra) ? !has(self.{block}) : has(self.{block}) == (self.backend == '{backend}')",
+        f"spec.{block} must be set exactly when backend is {backend}, and never with spec.dra "
+        "(a DRA pool's policy sets spec.dra instead)",
         f".{block}",
     )
 
@@ -110,6 +150,27 @@ class SharingPolicySpec(ApiModel):
             _block_rule("timeSlicing", "TimeSlicing"),
             _block_rule("mps", "MPS"),
             _block_rule("hamiCore", "HAMiCore"),
+            cel(
+                "!has(self.dra) || has(self.poolRef)",
+                "spec.dra needs poolRef: DRA sharing is declared for a pool with allocation: DRA",
+                ".dra",
+            ),
+            cel(
+                "!has(self.dra) || self.backend != 'HAMiCore'",
+                "backend HAMiCore has no DRA form: NVIDIA's DRA driver shares by TimeSlicing or "
+                "MPS",
+                ".backend",
+            ),
+            cel(
+                "!has(self.dra) || !has(self.dra.timeSlicing) || self.backend == 'TimeSlicing'",
+                "spec.dra.timeSlicing is for backend TimeSlicing",
+                ".dra.timeSlicing",
+            ),
+            cel(
+                "!has(self.dra) || !has(self.dra.mps) || self.backend == 'MPS'",
+                "spec.dra.mps is for backend MPS",
+                ".dra.mps",
+            ),
         )
     )
 
@@ -127,6 +188,12 @@ class SharingPolicySpec(ApiModel):
     time_slicing: TimeSlicing | None = Field(default=None, description="For backend TimeSlicing.")
     mps: Mps | None = Field(default=None, description="For backend MPS.")
     hami_core: HamiCore | None = Field(default=None, description="For backend HAMiCore.")
+    dra: DraSharing | None = Field(
+        default=None,
+        description="For a pool with allocation: DRA: the sharing settings Tessera puts in the "
+        "config of this policy's DeviceClasses (GpuConfig / MigDeviceConfig). Pods share a "
+        "device by referencing one ResourceClaim.",
+    )
     ascend: AscendSharing | None = Field(
         default=None, description="Soft slicing of matching Ascend nodes through HAMi."
     )
@@ -140,6 +207,11 @@ class SharingPolicyStatus(ApiModel):
     observed_generation: int = Field(default=0, description="The generation this status describes.")
     config_key: str = Field(default="", description="Key of this policy's device-plugin config.")
     nodes: NodeSummary = Field(default_factory=NodeSummary, description="Nodes by state.")
+    device_classes: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="For a DRA pool: the DeviceClasses carrying this policy's sharing config.",
+    )
     advertised: dict[str, str] = Field(
         default_factory=dict, description="Resources the governed nodes advertise, summed."
     )

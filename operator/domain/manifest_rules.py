@@ -34,6 +34,18 @@ MIG_XOR_VNPU = "mig and vnpu are mutually exclusive: a pool is either NVIDIA or 
 ONE_ALL = "at most one layout may apply to devices: all"
 SELECTOR_XOR_POOL = "set exactly one of nodeSelector or poolRef"
 SOME_LIMIT = "set at least one resource in hard or total"
+DRA_ONLY_FOR_DRA = "spec.dra applies only to a pool with allocation: DRA"
+DRA_NOT_ASCEND = (
+    "allocation DRA is for NVIDIA GPUs (driver gpu.nvidia.com); an Ascend vnpu pool "
+    "uses the device plugin"
+)
+DRA_MIXED_ONLY = (
+    "migStrategy single is a device-plugin setting; a DRA pool publishes every MIG "
+    "device by profile"
+)
+DRA_NEEDS_POOL = "spec.dra needs poolRef: DRA sharing is declared for a pool with allocation: DRA"
+DRA_NO_HAMI = "backend HAMiCore has no DRA form: NVIDIA's DRA driver shares by TimeSlicing or MPS"
+DRA_BLOCKS = (("timeSlicing", "TimeSlicing"), ("mps", "MPS"))
 _BLOCKS = (("timeSlicing", "TimeSlicing"), ("mps", "MPS"), ("hamiCore", "HAMiCore"))
 _KEYS = {
     "profiles": (MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me"),
@@ -52,12 +64,21 @@ _RESOURCES = (
 def messages() -> frozenset[str]:
     """Every message these rules give: the CRDs' CEL messages they are the twins of."""
     fixed = {MAX_UNAVAILABLE, MIG_XOR_VNPU, ONE_ALL, SELECTOR_XOR_POOL, SOME_LIMIT, _RESOURCES[1]}
+    fixed |= {DRA_ONLY_FOR_DRA, DRA_NOT_ASCEND, DRA_MIXED_ONLY, DRA_NEEDS_POOL, DRA_NO_HAMI}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
+    blocks |= {_dra_block_message(block, backend) for block, backend in DRA_BLOCKS}
     return frozenset({*fixed, *blocks, *(message for _, message in _KEYS.values())})
 
 
 def _block_message(block: str, backend: str) -> str:
-    return f"spec.{block} must be set exactly when backend is {backend}"
+    return (
+        f"spec.{block} must be set exactly when backend is {backend}, and never with spec.dra "
+        "(a DRA pool's policy sets spec.dra instead)"
+    )
+
+
+def _dra_block_message(block: str, backend: str) -> str:
+    return f"spec.dra.{block} is for backend {backend}"
 
 
 def first_broken(kind: str, spec: Spec) -> Broken | None:
@@ -85,6 +106,13 @@ def _keys(where: str, mapping: Any, pattern: str, message: str) -> Iterator[Brok
 def _geometry(spec: Spec) -> Iterator[Broken]:
     if "mig" in spec and "vnpu" in spec:
         yield "", MIG_XOR_VNPU
+    dra = spec.get("allocation") == "DRA"
+    if "dra" in spec and not dra:
+        yield "dra", DRA_ONLY_FOR_DRA
+    if dra and "vnpu" in spec:
+        yield "allocation", DRA_NOT_ASCEND
+    if dra and spec.get("migStrategy", "mixed") != "mixed":
+        yield "migStrategy", DRA_MIXED_ONLY
     for block, counts in (("mig", "profiles"), ("vnpu", "templates")):
         layouts = (spec.get(block) or {}).get("layouts") or []
         if sum(1 for lay in layouts if lay.get("devices", "all") == "all") > 1:
@@ -97,9 +125,22 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
 def _sharing(spec: Spec) -> Iterator[Broken]:
     if ("nodeSelector" in spec) == ("poolRef" in spec):
         yield "", SELECTOR_XOR_POOL
+    dra = spec.get("dra")
     for block, backend in _BLOCKS:
-        if (block in spec) != (spec.get("backend") == backend):
+        if (
+            (block in spec)
+            if dra is not None
+            else (block in spec) != (spec.get("backend") == backend)
+        ):
             yield block, _block_message(block, backend)
+    if dra is not None:
+        if "poolRef" not in spec:
+            yield "dra", DRA_NEEDS_POOL
+        if spec.get("backend") == "HAMiCore":
+            yield "backend", DRA_NO_HAMI
+        for block, backend in DRA_BLOCKS:
+            if block in (dra or {}) and spec.get("backend") != backend:
+                yield f"dra.{block}", _dra_block_message(block, backend)
     yield from _rollout(spec)
 
 
