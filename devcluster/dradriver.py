@@ -19,6 +19,7 @@ so a restarted simulator does not republish for a pod that already did.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -125,6 +126,8 @@ class DraDriver:
         pods = path_of("v1", "pods", namespace=plugin.namespace)
         self.informer = Informer(kube, pods, self._on_pod, name="sim-dra-driver")
         self._published: dict[str, str] = {}  # node -> uid of the plugin pod that published
+        self._live: dict[str, str] = {}  # node -> uid of its Running plugin pod
+        self._lock = threading.Lock()
 
     def start(self) -> DraDriver:
         """Install the DaemonSet (and its namespace) if missing, then watch its pods."""
@@ -141,13 +144,28 @@ class DraDriver:
         meta = pod["metadata"]
         node = (pod.get("spec") or {}).get("nodeName")
         owners = {(o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []}
-        running = (pod.get("status") or {}).get("phase") == "Running"
-        if kind == "DELETED" or meta.get("deletionTimestamp") or not node or not running:
+        if not node or ("DaemonSet", self.plugin.daemonset) not in owners:
             return
-        if ("DaemonSet", self.plugin.daemonset) not in owners:
+        if kind == "DELETED" or meta.get("deletionTimestamp") or not _running(pod):
+            if self._live.get(node) == meta["uid"]:
+                del self._live[node]
             return
-        if self._published.get(node) != meta["uid"]:
-            self.publish(node, meta["uid"])
+        self._live[node] = meta["uid"]
+        self._try(node, meta["uid"])
+
+    def _try(self, node: str, pod_uid: str) -> None:
+        """Publish for the pod unless it did; the API server away: again in a second."""
+        with self._lock:
+            if self._live.get(node) != pod_uid or self._published.get(node) == pod_uid:
+                return
+            try:
+                self.publish(node, pod_uid)
+            except ApiError as err:
+                log.info("sim DRA driver: %s: %s; retrying", node, err)
+                if not self.informer.stopped.is_set():
+                    retry = threading.Timer(1.0, self._try, (node, pod_uid))
+                    retry.daemon = True
+                    retry.start()
 
     def publish(self, node_name: str, pod_uid: str) -> None:
         """Enumerate the node's GPUs now and write its ResourceSlice (unless ``pod_uid`` did)."""
