@@ -127,7 +127,7 @@ def _serve(kube: Kube) -> bool:
     print(f"==> serving workloads in ml ({workloads.MANIFEST.name}): {len(created)} created now")
     found = workloads.wait_running(kube, SERVING_TIMEOUT)
     shown = found or workloads.pods(kube)
-    print("\n".join(f"    {line}" for line in workloads.placement(shown).splitlines()))
+    print("\n".join(f"    {line}" for line in workloads.placement(shown, kube).splitlines()))
     if not found:
         print(f"    not every replica runs after {SERVING_TIMEOUT:.0f}s: kubectl get pods -n ml")
     return bool(found)

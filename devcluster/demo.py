@@ -4,7 +4,9 @@ and the progress table ``make demo`` prints while the pools roll out.
 The scenario matches ``config/samples``: every sample selects nodes here.
 Whole-GPU pools (``notebooks``, ``a10-hami``) carry ``mig.strategy=none``, as
 GFD reports on GPUs without MIG; the simulator's catalog knows MIG-capable
-models only, so they are A30s with MIG off.
+models only, so they are A30s with MIG off. The DRA pool (``h100-dra``) runs the
+simulated NVIDIA DRA driver instead of the device plugin (``fleet.pool(..., dra=True)``,
+``dradriver``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
-from . import fleet, gpunode, hami_ascend, identity, npunode
+from . import dradriver, fleet, gpunode, hami_ascend, identity, npunode
 from . import session as dev_session
 
 TENANT_LABEL = "tessera.io/tenant"
@@ -32,16 +34,17 @@ AGENT_NAMESPACES = ("gpu-operator", "tessera-system")
 
 @dataclass(frozen=True)
 class Scenario:
-    """Nodes by pool, whole-GPU pools, and tenant namespaces; ``prefix`` keeps names apart."""
+    """Nodes by pool, whole-GPU pools, DRA pools and tenant namespaces."""
 
     pools: tuple[tuple[str, str, int, int], ...]  # (pool, model, nodes, devices per node)
     whole_gpu: tuple[str, ...]
     namespaces: tuple[tuple[str, str], ...]  # (namespace, tenant)
+    dra: tuple[str, ...] = ()  # pools whose nodes run the DRA driver, not the device plugin
 
     def nodes(self) -> list[fleet.NodeSpec]:
         specs: list[fleet.NodeSpec] = []
         for name, model, count, devices in self.pools:
-            specs.extend(fleet.pool(name, model, count, devices))
+            specs.extend(fleet.pool(name, model, count, devices, dra=name in self.dra))
         return specs
 
 
@@ -52,9 +55,11 @@ DEMO = Scenario(
         ("ascend-310p", "Ascend310P3", 2, 4),
         ("notebooks", "A30-24GB", 2, 4),
         ("a10-hami", "A30-24GB", 2, 4),
+        ("h100-dra", "H100-80GB", 2, 4),
     ),
     whole_gpu=("notebooks", "a10-hami"),
     namespaces=(("team-a-dev", "team-a"), ("team-a-prod", "team-a")),
+    dra=("h100-dra",),
 )
 
 
@@ -90,11 +95,13 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
         gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
         hami_ascend.HamiAscendPlugin(kube).start(),
         npunode.AscendNodes(kube, workdir).start(),
+        dradriver.DraDriver(kube).start(),
     ]
     names = [
         "gpu-agents (MIG manager, device-plugin config manager, GFD)",
         "HAMi Ascend device plugin (nodes labelled ascend=on)",
         "vnpu agents (one per Ascend node, fake npu-smi)",
+        f"NVIDIA DRA driver's kubelet plugin (nodes labelled {fleet.DRA_NODE_LABEL}=true)",
     ]
     try:
         stop.wait()

@@ -24,6 +24,7 @@ KINDS = {
     "StatefulSet": ("apps/v1", "statefulsets"),
     "Deployment": ("apps/v1", "deployments"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
+    "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates"),
 }
 
 
@@ -95,12 +96,32 @@ def wait_running(kube: Kube, timeout: float) -> list[Obj] | None:
     return None
 
 
-def placement(found: list[Obj]) -> str:
-    """``ml/serving-0 -> h100-inference-1 (nvidia.com/mig-1g.10gb: 1)``, one line a pod."""
+def placement(found: list[Obj], kube: Kube | None = None) -> str:
+    """``ml/serving-0 -> h100-inference-1 (nvidia.com/mig-1g.10gb: 1)``, one line a pod; a pod
+    claiming DRA devices shows each claim's class and, with ``kube``, the device allocated."""
     lines = []
     for pod in found:
         limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
-        asks = ", ".join(f"{k}: {v}" for k, v in sorted(limits.items()))
+        asks = [f"{k}: {v}" for k, v in sorted(limits.items())]
+        asks += _claimed(kube, pod) if kube is not None else []
         node = pod["spec"].get("nodeName") or "(not scheduled)"
-        lines.append(f"{NAMESPACE}/{pod['metadata']['name']} -> {node} ({asks})")
+        lines.append(f"{NAMESPACE}/{pod['metadata']['name']} -> {node} ({', '.join(asks)})")
     return "\n".join(lines)
+
+
+def _claimed(kube: Kube, pod: Obj) -> list[str]:
+    """``mig-1g.10gb.tessera.io: gpu-0-mig-1g10gb-19-0`` for each claim the pod's status names."""
+    out = []
+    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        name = status.get("resourceClaimName")
+        claim = name and kube.get_or_none(
+            path_of("resource.k8s.io/v1", "resourceclaims", name, NAMESPACE)
+        )
+        if not claim:
+            continue
+        requests = claim["spec"]["devices"]["requests"]
+        classes = ",".join((r.get("exactly") or {}).get("deviceClassName", "") for r in requests)
+        results = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+        devices = ",".join(r["device"] for r in results.get("results") or []) or "unallocated"
+        out.append(f"{classes}: {devices}")
+    return out

@@ -81,6 +81,12 @@ def test_demo_scenario_converges_without_errors(
     assert (h100.ready, h100.progress) == ("True", "4/4 nodes"), demo.table(rows)
     npg = kube.get("/apis/tessera.io/v1alpha1/nodepoolgeometries/h100-inference")
     assert npg["status"]["capacity"]["nvidia.com/mig-1g.10gb"] == str(4 * 7 * 2)
+    for node in ("h100-dra-0", "h100-dra-1"):  # the DRA pool: its driver announces the MIG
+        published = kube.get(f"/apis/resource.k8s.io/v1/resourceslices/{node}-gpu.nvidia.com")
+        names = [d["name"] for d in published["spec"]["devices"]]
+        assert len(names) == 4 * 7 and all("-mig-1g10gb-19-" in n for n in names), names
+        allocatable = kube.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]
+        assert not [k for k in allocatable if k.startswith("nvidia.com/")], allocatable
     tq = kube.get("/apis/tessera.io/v1alpha1/tenantquotas/team-a")
     assert tq["status"]["namespaces"] == 2
     log = operator.log()[log_start:]
@@ -113,7 +119,12 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
     for doc in workloads.manifests():
         if doc["kind"] in ("StatefulSet", "Deployment"):
             assert "nodeName" not in doc["spec"]["template"]["spec"], doc["metadata"]["name"]
-    pools = {"serving": "h100-inference", "embeddings": "a100-small", "ocr": "ascend-310p"}
+    pools = {
+        "serving": "h100-inference",
+        "embeddings": "a100-small",
+        "ocr": "ascend-310p",
+        "dra-inference": "h100-dra",
+    }
     for pod in pods:
         name, app = pod["metadata"]["name"], app_of(pod)
         scheduled = condition(pod, "PodScheduled") or {}
@@ -121,6 +132,8 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
         assert pod["status"]["phase"] == "Running", name
         node = kube.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
         assert node["metadata"]["labels"]["tessera.io/pool"] == pools[app], name
+    for pod in (p for p in pods if app_of(p) == "dra-inference"):  # DRA: a 1g.10gb device
+        assert _claimed_profile(kube, pod) == "1g.10gb", pod["metadata"]["name"]
     serving = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if app_of(p) == "serving"}
     assert sorted(serving) == ["serving-0", "serving-1"]
     assert len(set(serving.values())) == 2, serving  # anti-affinity: one per node
@@ -148,6 +161,17 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
     assert header in plan.stdout, plan.stdout  # the hash, the pods and the PDB
     for pod, node in serving.items():
         assert f"~ {node}: " in plan.stdout and f"evicts ml/{pod}" in plan.stdout, plan.stdout
+
+
+def _claimed_profile(kube: Kube, pod: dict[str, Any]) -> str:
+    """The MIG profile of the device the pod's claim holds, read in its node's ResourceSlice."""
+    name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claim = kube.get(f"/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/{name}")
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    assert result["pool"] == pod["spec"]["nodeName"], (result, pod["spec"]["nodeName"])
+    published = kube.get(f"/apis/resource.k8s.io/v1/resourceslices/{result['pool']}-gpu.nvidia.com")
+    device = next(d for d in published["spec"]["devices"] if d["name"] == result["device"])
+    return str(device["attributes"]["profile"]["string"])
 
 
 def walkthrough() -> tuple[str, str]:
