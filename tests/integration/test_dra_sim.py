@@ -142,6 +142,25 @@ def test_a_mig_change_is_published_only_when_the_plugin_pod_restarts(
     assert _published(kube, NODES[1], 1)  # the other node's plugin was not restarted
 
 
+def _mig_on(kube: Kube, node: str) -> Obj:
+    """The node's slice once it shows LAYOUT: the MIG change and the plugin restart, unless an
+    earlier test made them."""
+    found = _published(kube, node, 1) if _slice(kube, node) is None else _slice(kube, node)
+    assert found is not None
+    if any("-mig-" in name for name in _names(found)):
+        return found
+    kube.patch(
+        path_of("v1", "nodes", node), {"metadata": {"labels": {c.MIG_CONFIG_LABEL: "dratest"}}}
+    )
+    eventually(
+        lambda: _label(kube, node, c.MIG_CONFIG_STATE_LABEL) == "success",
+        what=f"the MIG manager's success on {node}",
+    )
+    old = dradriver.plugin_pod(kube, node)
+    kube.delete(path_of("v1", "pods", old["metadata"]["name"], dradriver.NAMESPACE))
+    return _published(kube, node, found["spec"]["pool"]["generation"] + 1)
+
+
 def _label(kube: Kube, node: str, key: str) -> str | None:
     labels = kube.get(path_of("v1", "nodes", node))["metadata"].get("labels") or {}
     return labels.get(key)
@@ -150,7 +169,7 @@ def _label(kube: Kube, node: str, key: str) -> str | None:
 def test_claims_from_a_template_land_on_devices_of_the_class_profile(
     kube: Kube, dra: dradriver.DraDriver
 ) -> None:
-    _published(kube, NODES[0], 2)  # after the MIG change: four 1g.10gb on node 0, none on 1
+    _mig_on(kube, NODES[0])  # four 1g.10gb on node 0; node 1 keeps its whole GPUs
     namespace(kube, NS)
     device_class = {
         "metadata": {"name": CLASS},
