@@ -63,8 +63,8 @@ def node_manifest(spec: NodeSpec) -> dict[str, Any]:
             c.GPU_SHARING_STRATEGY_LABEL: "none",
         }
         resources = {} if spec.dra else {"nvidia.com/gpu": str(spec.devices)}
-        if spec.dra:
-            labels[DRA_NODE_LABEL] = "true"
+        if spec.dra:  # labels={DRA_NODE_LABEL: "false"}: a DRA node whose driver is not installed
+            labels.setdefault(DRA_NODE_LABEL, "true")
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", **resources}
     return {
         "apiVersion": "v1",

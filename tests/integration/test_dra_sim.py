@@ -28,6 +28,7 @@ NAMES = gpunode.Names(mig_name="sim-dra-test")  # not the ConfigMap Tessera writ
 POOL = "dratest-h100"
 NODES = [f"{POOL}-0", f"{POOL}-1"]
 PLAIN = "dratest-plain-0"  # a device-plugin node: no plugin pod, no slice
+DRIVERLESS = "dratest-nodriver-0"  # a DRA node whose driver is not installed: no slice either
 LAYOUT = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}  # two 1g.10gb per GPU: four on a node
 CLASS = "dratest-1g10gb"
 NS = "dra-sim"
@@ -50,6 +51,8 @@ def dra(kube: Kube) -> Iterator[dradriver.DraDriver]:
     kube.create(path_of("v1", "configmaps", namespace=NAMES.mig_namespace), cm)
     specs = [*fleet.pool(POOL, "H100-80GB", 2, devices=2, dra=True)]
     specs.append(fleet.NodeSpec(PLAIN, "H100-80GB", devices=2))
+    off = {fleet.DRA_NODE_LABEL: "false"}
+    specs.append(fleet.NodeSpec(DRIVERLESS, "H100-80GB", devices=2, dra=True, labels=off))
     fleet.create_nodes(kube, specs)
     agents = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2, names=NAMES).start()
     driver = dradriver.DraDriver(kube, names=NAMES).start()
@@ -59,7 +62,7 @@ def dra(kube: Kube) -> Iterator[dradriver.DraDriver]:
         driver.stop()
         agents.stop()
         for path in [
-            *(path_of("v1", "nodes", n) for n in [*NODES, PLAIN]),
+            *(path_of("v1", "nodes", n) for n in [*NODES, PLAIN, DRIVERLESS]),
             path_of("v1", "configmaps", NAMES.mig_name, NAMES.mig_namespace),
             path_of(RESOURCE, "deviceclasses", CLASS),
         ]:
@@ -105,9 +108,13 @@ def test_a_dra_node_gets_one_slice_of_whole_gpus_and_no_device_plugin_resources(
         assert (owner["kind"], owner["name"]) == ("Node", node)
         allocatable = kube.get(path_of("v1", "nodes", node))["status"]["allocatable"]
         assert not [k for k in allocatable if k.startswith("nvidia.com/")]
-    assert _slice(kube, PLAIN) is None
+    for other in (PLAIN, DRIVERLESS):
+        assert _slice(kube, other) is None, other
     pods = kube.list(path_of("v1", "pods", namespace=dradriver.NAMESPACE))
-    assert PLAIN not in {p["spec"].get("nodeName") for p in pods}
+    assert {p["spec"].get("nodeName") for p in pods} >= set(NODES)
+    assert not {PLAIN, DRIVERLESS} & {p["spec"].get("nodeName") for p in pods}
+    allocatable = kube.get(path_of("v1", "nodes", DRIVERLESS))["status"]["allocatable"]
+    assert not [k for k in allocatable if k.startswith("nvidia.com/")]
 
 
 def test_a_mig_change_is_published_only_when_the_plugin_pod_restarts(
