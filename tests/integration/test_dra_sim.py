@@ -65,6 +65,7 @@ def dra(kube: Kube) -> Iterator[dradriver.DraDriver]:
             *(path_of("v1", "nodes", n) for n in [*NODES, PLAIN, DRIVERLESS]),
             path_of("v1", "configmaps", NAMES.mig_name, NAMES.mig_namespace),
             path_of(RESOURCE, "deviceclasses", CLASS),
+            path_of("v1", "namespaces", NS),  # its Deployment's pods would wait for ever
         ]:
             kube.delete(path)
 
