@@ -22,6 +22,9 @@ from . import hardware
 from .scheduling import KWOK_ANNOTATION
 
 SIMULATED_LABEL = "sim.tessera.io/simulated"
+# The GPU Operator's deploy label of its DRA stack: the simulated NVIDIA DRA driver's kubelet
+# plugin runs on nodes carrying it ("true"), and no device plugin runs there (``dradriver``).
+DRA_NODE_LABEL = "nvidia.com/gpu.deploy.dra-driver"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 READY_TIMEOUT = 60.0
 
@@ -34,6 +37,7 @@ class NodeSpec:
     pool: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     unschedulable: bool = False
+    dra: bool = False  # a DRA node: the DRA driver's label, no nvidia.com/* in allocatable
 
     @property
     def is_ascend(self) -> bool:
@@ -58,7 +62,9 @@ def node_manifest(spec: NodeSpec) -> dict[str, Any]:
             c.GPU_REPLICAS_LABEL: "1",
             c.GPU_SHARING_STRATEGY_LABEL: "none",
         }
-        resources = {"nvidia.com/gpu": str(spec.devices)}
+        resources = {} if spec.dra else {"nvidia.com/gpu": str(spec.devices)}
+        if spec.dra:
+            labels[DRA_NODE_LABEL] = "true"
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", **resources}
     return {
         "apiVersion": "v1",
@@ -156,5 +162,10 @@ def publish_devices(
             raise
 
 
-def pool(name: str, model: str, count: int, devices: int = 8) -> list[NodeSpec]:
-    return [NodeSpec(f"{name}-{i}", model, devices, pool=name) for i in range(count)]
+def pool(
+    name: str, model: str, count: int, devices: int = 8, *, dra: bool = False
+) -> list[NodeSpec]:
+    """``count`` nodes ``<name>-<i>`` of pool ``name``; with ``dra``, GPU nodes of a DRA pool:
+    GFD's labels and the MIG manager as elsewhere, the DRA driver's kubelet plugin instead of
+    the device plugin (``dradriver``)."""
+    return [NodeSpec(f"{name}-{i}", model, devices, pool=name, dra=dra) for i in range(count)]

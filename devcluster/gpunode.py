@@ -176,6 +176,8 @@ class GpuNodeAgents:
         """Recompute what the device plugin advertises and what GFD labels say."""
         node = self.kube.get(path_of("v1", "nodes", name))
         labels = node["metadata"].get("labels", {})
+        if labels.get(fleet.DRA_NODE_LABEL) == "true":
+            return  # no device plugin there: the DRA driver announces the GPUs (dradriver)
         applied = (
             node["metadata"].get("annotations", {}).get(APPLIED_MIG)
             if labels.get(c.MIG_CONFIG_STATE_LABEL) == "success"

@@ -72,16 +72,21 @@ def _check_entry(entry: Any) -> None:
             raise MigError(f"invalid count for {profile}: {count!r}")
 
 
-def resources(gpu: Gpu, gpu_count: int, entries: Sequence[Entry], strategy: str) -> dict[str, int]:
-    """What the device plugin advertises once ``entries`` are applied to this node's GPUs."""
-    layouts: list[dict[str, int] | None] = [None] * gpu_count  # None: MIG disabled
+def layouts(gpu_count: int, entries: Sequence[Entry]) -> list[dict[str, int] | None]:
+    """Each GPU's MIG instances once ``entries`` are applied (later entries win); None: MIG off."""
+    out: list[dict[str, int] | None] = [None] * gpu_count
     for entry in entries:
         devices = entry["devices"]
         chosen = range(gpu_count) if devices == "all" else [i for i in devices if i < gpu_count]
         for i in chosen:
-            layouts[i] = dict(entry.get("mig-devices") or {}) if entry["mig-enabled"] else None
+            out[i] = dict(entry.get("mig-devices") or {}) if entry["mig-enabled"] else None
+    return out
+
+
+def resources(gpu: Gpu, gpu_count: int, entries: Sequence[Entry], strategy: str) -> dict[str, int]:
+    """What the device plugin advertises once ``entries`` are applied to this node's GPUs."""
     out: dict[str, int] = {}
-    for i, layout in enumerate(layouts):
+    for i, layout in enumerate(layouts(gpu_count, entries)):
         if layout is None:
             out["nvidia.com/gpu"] = out.get("nvidia.com/gpu", 0) + 1
             continue
