@@ -47,31 +47,45 @@ def observe(
     """``seen`` with every view's ``dra`` filled in (plugin pods only while a node is in
     flight: a converged pool reads the slices and nothing more)."""
     pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
+    filled = fill(ctx, spec, list(seen.views.values()), pools, seen.involved)
+    views = {v.name: v for v in filled}
+    involved = tuple(views[v.name] for v in seen.involved)
+    return replace(seen, views=views, involved=involved), Observed(pools)
+
+
+def fill(
+    ctx: Context,
+    spec: NodePoolGeometrySpec,
+    views: Sequence[rollout.NodeView],
+    pools: dict[str, dra_rollout.SlicePool] | None = None,
+    involved: Sequence[rollout.NodeView] | None = None,
+) -> list[rollout.NodeView]:
+    """``views`` with what the driver publishes and its plugin pods (those of the pool's
+    DaemonSet and of any DaemonSet a record in flight names) when ``involved`` (default:
+    ``views``) has a node in flight."""
+    if pools is None:
+        pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
+    flying = [v for v in (views if involved is None else involved) if v.state is not None]
     plugin = (spec.dra or DraPool()).kubelet_plugin
-    key = f"{plugin.namespace}/{plugin.daemon_set}"
-    daemon_sets = {key} | {
+    daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {
         t.plugin
-        for v in seen.involved
-        if v.state is not None
-        for t in (v.state.target, v.state.last_good)
+        for v in flying
+        for t in (v.state.target if v.state else None, v.state.last_good if v.state else None)
         if t is not None and t.plugin is not None
     }
     pods: dict[str, dict[str, tuple[PluginPod, ...]]] = {}
-    if any(v.state is not None for v in seen.involved):
-        for ds in sorted(daemon_sets):
-            namespace, name = ds.split("/", 1)
-            by_node = dra_rollout.plugin_pods(dra_reads.pods_in(ctx.kube, namespace), name)
-            for node, found in by_node.items():
-                pods.setdefault(node, {})[ds] = found
+    for ds in sorted(daemon_sets) if flying else []:
+        namespace, name = ds.split("/", 1)
+        by_node = dra_rollout.plugin_pods(dra_reads.pods_in(ctx.kube, namespace), name)
+        for node, found in by_node.items():
+            pods.setdefault(node, {})[ds] = found
 
-    def fill(view: rollout.NodeView) -> rollout.NodeView:
+    def one(view: rollout.NodeView) -> rollout.NodeView:
         pool = pools.get(view.name)
         devices = pool.devices if pool is not None else None
         return replace(view, dra=DraNode(devices, pods.get(view.name, {})))
 
-    views = {name: fill(v) for name, v in seen.views.items()}
-    involved = tuple(views[v.name] for v in seen.involved)
-    return replace(seen, views=views, involved=involved), Observed(pools)
+    return [one(v) for v in views]
 
 
 def with_claims(ctx: Context, observed: Observed) -> Observed:

@@ -98,6 +98,8 @@ def finalize(ctx: Context, name: str) -> bool:
     owner = owner_id(name)
     views = [cluster.pool_view(n, {}) for n in list_nodes(ctx.kube)]
     mine = [v for v in views if cluster.touched_by(v, owner)]
+    if mine and any(v.state and v.state.target.plugin for v in mine):  # a DRA node verifying
+        mine = dra_pool.fill(ctx, NodePoolGeometrySpec(allocation="DRA"), mine)
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
