@@ -33,7 +33,7 @@ from tessera.api import constants as c
 
 from . import story_support as story
 from .conftest import OperatorProcess
-from .faults import NPG, agents, assert_released, npg, pool_spec, wait_ready
+from .faults import NPG, agents, assert_released, events, npg, pool_spec, wait_ready
 from .helpers import condition, eventually, namespace, wait_running
 from .rollout_ledger import Ledger
 
@@ -130,6 +130,12 @@ def allocations(kube: Kube, ns: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def restarts(kube: Kube, node: str) -> list[str]:
+    """The node's Events of a kubelet-plugin restart (one per layout applied)."""
+    found = [e["message"] for e in events(kube, node, "DeletePod")]
+    return [m for m in found if "restart kubelet-plugin pod" in m]
+
+
 def profile_of(kube: Kube, node: str, device: str) -> str:
     found = kube.get(path_of(RESOURCE, "resourceslices", dradriver.slice_name(node)))
     (dev,) = [d for d in found["spec"]["devices"] if d["name"] == device]
@@ -148,6 +154,7 @@ def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_it
     namespace(kube, ns)
     before = deploy(kube, ns, "infer", pool, 3, CLASSES["1g.10gb"])
     plugins = {name: plugin_uid(kube, name) for name in names}
+    restarted = {name: len(eventually(lambda n=name: restarts(kube, n), 30)) for name in names}
 
     with Ledger(kube, pool, ns) as ledger:
         ledger.gate_open.set()
@@ -162,11 +169,22 @@ def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_it
     for name in names:
         assert published(kube, name) == {"1g.10gb": 3, "2g.20gb": 2}, name
         assert plugin_uid(kube, name) != plugins[name], f"{name}'s plugin was not restarted"
+        deleted = eventually(
+            lambda n=name: len(restarts(kube, n)) > restarted[n] and restarts(kube, n),
+            30,
+            f"the Event of {name}'s restart",
+        )
+        assert len(deleted) == restarted[name] + 1, deleted  # once per layout
 
     # New claims land on the new profile, and nothing is allocated on a device gone.
     deploy(kube, ns, "infer-2g", pool, 2, CLASSES["2g.20gb"])
-    held = allocations(kube, ns)
-    assert len(held) == 5, held
+
+    # The evicted replicas' claims go with their pods (kube-controller-manager deletes them).
+    def five() -> list[tuple[str, str, str]] | None:
+        found = allocations(kube, ns)
+        return found if len(found) == 5 else None
+
+    held = eventually(five, 60, "the claims of the five replicas alone")
     for node, device, claim in held:
         assert node in names and device in device_names(kube, node), (node, device, claim)
     two_g = [(n, d) for n, d, claim in held if claim.startswith("infer-2g-")]

@@ -198,3 +198,32 @@ def test_the_record_round_trips_devices_plugin_and_restart() -> None:
     for restarted in (None, "", "p1"):
         s = verifying(restarted)
         assert decode(encode(s)) == s
+
+
+def test_rollback_on_a_dra_node_restarts_the_plugin_and_verifies_the_old_devices() -> None:
+    """``onFailure: Rollback``: the last good layout is requested, the plugin restarted once
+    more, and the node verified against what its slices published before the change."""
+    rollback = policy(onFailure="Rollback")
+    failed = replace(verifying("p1"), phase=Phase.FAILED, message="not verified")
+    view = dra_node(failed, devices={"3g.40gb": 8}, pods=(pod("p2"),))
+    first = written(plan(POOL, rollback, {"gpu-1": want()}, [view], [], [], T0).actions)
+    assert (first.phase, first.target.devices, first.rollback_of) == (Phase.APPLYING, STALE, NEW)
+
+    view = dra_node(first, devices={"3g.40gb": 8}, pods=(pod("p2"),))
+    second = plan(POOL, rollback, {"gpu-1": want()}, [view], [], [], T0)
+    assert kinds(second.actions) == ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"]
+    asked = written(second.actions)
+    assert asked.restarted is None
+
+    view = dra_node(asked, config=OLD, devices={"3g.40gb": 8}, pods=(pod("p2"),))
+    third = plan(POOL, rollback, {"gpu-1": want()}, [view], [], [], T0)
+    assert kinds(third.actions) == [
+        "SetNodeState:Verifying",
+        "DeletePod:nvidia-dra-driver-gpu/plugin-p2",
+    ]
+
+    view = dra_node(written(third.actions), config=OLD, devices=STALE, pods=(pod("p3"),))
+    fourth = plan(POOL, rollback, {"gpu-1": want()}, [view], [], [], T0)
+    settled = written(fourth.actions)
+    assert (settled.phase, settled.rolled_back) == (Phase.FAILED, True), kinds(fourth.actions)
+    assert "Uncordon:gpu-1" in kinds(fourth.actions)
