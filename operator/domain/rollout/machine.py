@@ -235,7 +235,8 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     if agent == targets.FAILED:
         return fail(ctx, s, node, f"agent reported failed for layout {s.target.id}")
     restart = dra_restart.step(node, s) if agent == targets.SUCCESS else dra_restart.Restart(s)
-    if restart.actions or restart.state != s:
+    timed_out = ctx.now - s.since > ctx.verify_timeout
+    if (restart.actions or restart.state != s) and not timed_out:  # a restart never outlasts it
         why = restart.pending or f"waiting for layout {s.target.id}"
         acts = list(restart.actions)
         return Outcome(
@@ -248,7 +249,7 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
         or (agent == targets.SUCCESS and _dra_missing(restart.pending, s, node))
         or f"agent state is {agent or 'unset'}"
     )
-    if ctx.now - s.since > ctx.verify_timeout:
+    if timed_out:
         text = f"layout {s.target.id} not verified within {ctx.policy.verify_timeout}: {missing}"
         return fail(ctx, s, node, text)
     s2, acts = hold(node, s, f"re-cordon {node.name} while its layout changes")

@@ -93,6 +93,13 @@ CASES = {
         dra_node(verifying("p1"), devices=STALE),
         ["DeletePod:nvidia-dra-driver-gpu/plugin-p1"],
     ),
+    "the old pod never goes (a delete refused each pass): Failed at verifyTimeout": Case(
+        dra_node(verifying("p1"), devices=STALE),
+        ["SetNodeState:Failed"],
+        now=T0 + secs(901),
+        phase=Phase.FAILED,
+        problem="restarting kubelet-plugin pod of DaemonSet " + PLUGIN + " on node gpu-1",
+    ),
     "old pod terminating, no new one yet: wait": Case(
         dra_node(verifying("p1"), devices=STALE, pods=(pod("p1", terminating=True),)), []
     ),
