@@ -166,6 +166,8 @@ def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_it
     assert_released(kube, pool)
     obj = npg(kube, pool)
     assert obj is not None and obj["status"]["nodes"]["updated"] == 2, obj["status"]
+    devices = {"mig-1g.10gb.tessera.io": "6", "mig-2g.20gb.tessera.io": "4"}  # by DeviceClass
+    assert obj["status"]["capacity"] == devices, obj["status"]
     for name in names:
         assert published(kube, name) == {"1g.10gb": 3, "2g.20gb": 2}, name
         assert plugin_uid(kube, name) != plugins[name], f"{name}'s plugin was not restarted"
