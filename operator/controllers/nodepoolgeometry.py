@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tessera.adapters import dra_reads
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
@@ -29,7 +30,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
 from tessera.domain.conditions import Verdict, landed
 
-from . import evictions, skeleton, skipping
+from . import dra_pool, evictions, skeleton, skipping
 from . import rollout_driver as driver
 from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
@@ -63,13 +64,19 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
         others = pool.submit(_other_pools, ctx, name)
         nodes = listed.result()
         seen = cluster.observe_pool(name, spec, nodes, sharing.result(), others.result())
+    dra = None
+    if dra_pool.is_dra(spec):
+        seen, dra = dra_pool.observe(ctx, spec, seen)
     desired, involved = seen.desired, list(seen.involved)
     _ensure_configs(ctx, where, name, spec, seen, configs.result())
+    if dra is not None and cluster.needs_pods(involved, desired):
+        dra = dra_pool.with_claims(ctx, dra)
     pods = driver.pods_for(ctx, involved, desired)
+    pods = dra.pods(pods) if dra is not None else pods
     pdbs = driver.pdbs(ctx) if pods else []
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     policy = pool_claims.policy(name, seen.claims, spec.rollout)
-    room = driver.room(ctx, nodes, involved, desired)
+    room = driver.room(ctx, nodes, involved, desired, dra)
     plan = rollout.plan(
         seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room
     )
@@ -91,6 +98,8 @@ def finalize(ctx: Context, name: str) -> bool:
     owner = owner_id(name)
     views = [cluster.pool_view(n, {}) for n in list_nodes(ctx.kube)]
     mine = [v for v in views if cluster.touched_by(v, owner)]
+    if mine and any(v.state and v.state.target.plugin for v in mine):  # a DRA node verifying
+        mine = dra_pool.fill(ctx, NodePoolGeometrySpec(allocation="DRA"), mine)
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
@@ -112,13 +121,16 @@ def _sharing(ctx: Context) -> Mapping[str, Any]:
 
 def _inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
     """What a pass reads besides the Nodes (``skipping``): the pool as written (status too,
-    should a hand clear it), every pool's spec, the device-plugin and agent ConfigMaps."""
+    should a hand clear it), every pool's spec, the device-plugin and agent ConfigMaps, and
+    for a DRA pool the driver's ResourceSlices."""
+    dra = (obj.get("spec") or {}).get("allocation") == "DRA"
     return (
         obj["metadata"].get("resourceVersion"),
         skipping.generations(ctx.kube, custom_path(PLURAL)),
         skipping.configmap(ctx.kube, ctx.settings.device_plugin_configmap),
         skipping.configmap(ctx.kube, ctx.settings.mig_configmap),
         skipping.configmap(ctx.kube, ctx.settings.vnpu_configmap),
+        dra_reads.slice_versions(ctx.kube) if dra else None,  # a DRA pool verifies by them
     )
 
 

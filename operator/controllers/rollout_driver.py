@@ -15,7 +15,7 @@ import contextvars
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
@@ -79,11 +79,20 @@ def pods_for(
     return pods_on(ctx, reads.fresh, reads.ranked)
 
 
+class DraRoom(Protocol):
+    """How a DRA pool counts devices (``dra_pool.Observed``): nodes' slices, pods' claims."""
+
+    def node(self, view: rollout.NodeView) -> rollout.NodeView: ...
+
+    def pods(self, pods: Sequence[rollout.PodView]) -> list[rollout.PodView]: ...
+
+
 def room(
     ctx: Context,
     nodes: Iterable[Obj],
     pool: Sequence[rollout.NodeView],
     desired: Mapping[str, rollout.DesiredNode],
+    dra: DraRoom | None = None,
 ) -> rollout.Room | None:
     """Every node and the accelerators its pods hold, for the check before a cordon.
 
@@ -101,6 +110,8 @@ def room(
     else:
         raw = ctx.kube.list("/api/v1/pods", field_selector="spec.nodeName!=")
         bound = [pod_view(p) for p in raw]
+    if dra is not None:  # DRA devices count as room, and what pods' claims hold as used
+        views, bound = [dra.node(v) for v in views], dra.pods(bound)
     return rollout.room(views, bound)
 
 

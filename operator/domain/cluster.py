@@ -101,7 +101,15 @@ def pod_view(pod: Raw) -> rollout.PodView:
             )
             for t in spec.get("tolerations") or []
         ),
+        claims=claim_names(spec, status),
     )
+
+
+def claim_names(spec: Raw, status: Raw) -> tuple[str, ...]:
+    """The ResourceClaims a pod uses: named in its spec, or made from a template (status)."""
+    named = [r.get("resourceClaimName") for r in spec.get("resourceClaims") or []]
+    made = [s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []]
+    return tuple(sorted({n for n in (*named, *made) if isinstance(n, str) and n}))
 
 
 def accelerator_requests(spec: Raw) -> dict[str, int]:

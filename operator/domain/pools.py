@@ -20,10 +20,12 @@ from typing import Any
 import yaml
 
 from tessera.api import constants as c
-from tessera.api.v1alpha1.nodepoolgeometry import MigLayout, NodePoolGeometrySpec
+from tessera.api.v1alpha1.nodepoolgeometry import DraPool, MigLayout, NodePoolGeometrySpec
+from tessera.domain import dra_rollout
 from tessera.domain.geometry import ascend, capacity, catalog, migparted, vnpu
 from tessera.domain.geometry.layouts import GeometryError, config_name
 from tessera.domain.rollout import DesiredNode
+from tessera.domain.rollout.dra_views import room_key
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
 
 WHOLE_GPUS = (MigLayout(devices="all", profiles={}),)
@@ -102,6 +104,8 @@ def _nvidia(
         raise GeometryError(verdict.reason)
     entries = migparted.mig_entries(layouts)
     name = config_name(pool, entries)
+    if spec.allocation == "DRA":
+        return _dra(spec, name, entries, dra_rollout.expected_devices(model, count, layouts))
     expected = capacity.mig_capacity(model, count, layouts, spec.mig_strategy)
     gone = {r: 0 for r in allocatable if r.startswith("nvidia.com/") and r not in expected}
     desired = DesiredNode(
@@ -111,6 +115,21 @@ def _nvidia(
         expected_allocatable={**gone, **expected},
     )
     return NodeTarget(desired, (name, entries), expected)
+
+
+def _dra(
+    spec: NodePoolGeometrySpec, name: str, entries: list[dict[str, Any]], devices: dict[str, int]
+) -> NodeTarget:
+    """A DRA node: the same MIG config and agent, verified from its ResourceSlices."""
+    plugin = (spec.dra or DraPool()).kubelet_plugin
+    desired = DesiredNode(
+        target=name,
+        labels={c.MIG_CONFIG_LABEL: name},
+        watch_label=c.MIG_CONFIG_STATE_LABEL,
+        expected_devices=devices,
+        plugin=f"{plugin.namespace}/{plugin.daemon_set}",
+    )
+    return NodeTarget(desired, (name, entries), {room_key(k): n for k, n in devices.items()})
 
 
 def _ascend(pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str]) -> NodeTarget:

@@ -21,6 +21,13 @@ is never held back. Only resources some node advertises are counted: HAMi's
 ``nvidia.com/gpumem``/``gpucores`` and Ascend's ``-memory``/``-core`` requests are
 HAMi's scheduler's to place, never in any allocatable. A pod already terminating needs
 no room (its replacement, once bound, is counted where it runs).
+
+On DRA nodes the room is the devices the node's ResourceSlices publish, counted by
+Tessera's DeviceClass of their kind (``dra_views.room_key``: ``mig-1g.10gb.tessera.io``),
+and a pod holds what its ResourceClaims were allocated (``domain.dra_rollout``): its
+replacement is assumed to ask for the same kind of device. A device no slice lists any
+more counts as ``UNPUBLISHED``, which no node offers: such a pod is reported, not assumed
+to fit. Claims shared by several pods are counted once per pod (pessimistic).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from tessera.api import constants
 from tessera.domain.conditions import INSUFFICIENT_CAPACITY
 
+from . import dra_views
 from .views import GEOMETRY_PENDING, NodeView, PodView
 
 REASON = INSUFFICIENT_CAPACITY
@@ -56,6 +64,13 @@ def room(nodes: Iterable[NodeView], pods: Iterable[PodView]) -> Room:
             for resource, n in pod.requests.items():
                 held[resource] = held.get(resource, 0) + n
     return Room(tuple(nodes), used)
+
+
+def _counted(resource: str) -> bool:
+    """Accelerator extended resources, and DRA devices by DeviceClass (``dra_views``)."""
+    return resource.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES) or dra_views.counted(
+        resource
+    )
 
 
 def accepts(node: NodeView, pod: PodView) -> bool:
@@ -96,12 +111,8 @@ class Ledger:
             if n.name not in closed and (_open(n) or (n.name in reopened and n.ready))
         }
         # what any node advertises: requests of anything else are not the kubelet's to count
-        self.known = {
-            r
-            for n in room.nodes
-            for r in n.allocatable
-            if r.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES)
-        }
+        self.known = {r for n in room.nodes for r in n.allocatable if _counted(r)}
+        self.known.add(dra_views.UNPUBLISHED)
         self.free: dict[str, dict[str, int]] = {}
         self.placed: dict[str, list[PodView]] = {}  # node → pods this pass sends there
         # resource → the open nodes with some of it free, in name order (a dict: O(1) removal)
@@ -111,7 +122,7 @@ class Ledger:
             self.free[name] = {
                 r: n - used.get(r, 0)
                 for r, n in self.nodes[name].allocatable.items()
-                if r.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES)
+                if _counted(r)
             }
             for r, n in self.free[name].items():
                 if n > 0:

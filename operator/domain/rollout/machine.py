@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from tessera.api.v1alpha1.common import RolloutSpec
 
 from . import actions as act
-from . import gates, selection, targets
+from . import dra_restart, gates, selection, targets
 from .capacity import Room
 from .draining import drain_pass
 from .outcome import Outcome, Problem
@@ -209,7 +209,7 @@ def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
         node=node.name,
         phase=ReportPhase.VERIFYING,
         why=why,
-        state=s.to(Phase.VERIFYING, ctx.now),
+        state=replace(s.to(Phase.VERIFYING, ctx.now), restarted=None),
         actions=acts,
     )
 
@@ -228,20 +228,38 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
             node=node.name,
             phase=ReportPhase.VERIFYING,
             why=why,
-            state=s,
+            state=replace(s, restarted=None),  # the plugin restarts after this change too
             actions=[act.SetNodeLabels(node.name, patch, why)],
         )
     agent = targets.agent_state(s.target, node)
     if agent == targets.FAILED:
         return fail(ctx, s, node, f"agent reported failed for layout {s.target.id}")
-    if targets.verified(s.target, node):
+    restart = dra_restart.step(node, s) if agent == targets.SUCCESS else dra_restart.Restart(s)
+    timed_out = ctx.now - s.since > ctx.verify_timeout
+    if (restart.actions or restart.state != s) and not timed_out:  # a restart never outlasts it
+        why = restart.pending or f"waiting for layout {s.target.id}"
+        acts = list(restart.actions)
+        return Outcome(
+            node=node.name, phase=ReportPhase.VERIFYING, why=why, state=restart.state, actions=acts
+        )
+    if not restart.pending and targets.verified(s.target, node):
         return release(node, s, ctx.now, f"layout {s.target.id} verified", settle=True)
-    missing = targets.alloc_diff(s.target, node) or f"agent state is {agent or 'unset'}"
-    if ctx.now - s.since > ctx.verify_timeout:
+    missing = (
+        targets.alloc_diff(s.target, node)
+        or (agent == targets.SUCCESS and _dra_missing(restart.pending, s, node))
+        or f"agent state is {agent or 'unset'}"
+    )
+    if timed_out:
         text = f"layout {s.target.id} not verified within {ctx.policy.verify_timeout}: {missing}"
         return fail(ctx, s, node, text)
     s2, acts = hold(node, s, f"re-cordon {node.name} while its layout changes")
     return holding(node, s2, f"waiting: {missing}", acts)
+
+
+def _dra_missing(pending: str, s: NodeState, node: NodeView) -> str:
+    """What a DRA node still lacks: its restarted plugin, and the devices it should publish."""
+    devices = targets.devices_diff(s.target, node)
+    return "; ".join(x for x in (pending, devices) if x)
 
 
 def fail(ctx: Context, s: NodeState, node: NodeView, message: str) -> Outcome:

@@ -121,6 +121,11 @@ class TargetSpec:
     labels: Mapping[str, str | None] = field(default_factory=dict)
     watch: str | None = None
     alloc: Mapping[str, int] | None = None
+    devices: Mapping[str, int] | None = None
+    """DRA nodes: the devices the node's ResourceSlices must publish ("gpu" or a MIG profile)."""
+    plugin: str | None = None
+    """DRA nodes: ``<namespace>/<daemonSet>`` of the driver's kubelet plugin, restarted after
+    the agent's success so that it enumerates the new MIG devices."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,9 @@ class NodeState:
     rolled_back: bool = False
     evictions: Mapping[str, Eviction] = field(default_factory=dict)
     message: str = ""
+    restarted: str | None = None
+    """DRA nodes, Verifying: the uid of the kubelet-plugin pod deleted for this layout (``""``:
+    none ran then); ``None``: not restarted yet. Reset whenever a layout is (re)requested."""
 
     @property
     def goal(self) -> str:
@@ -176,6 +184,10 @@ def _target_out(t: TargetSpec) -> dict[str, Any]:
         out["watch"] = t.watch
     if t.alloc is not None:
         out["alloc"] = dict(t.alloc)
+    if t.devices is not None:
+        out["devices"] = dict(t.devices)
+    if t.plugin is not None:
+        out["plugin"] = t.plugin
     return out
 
 
@@ -183,18 +195,22 @@ def _target_in(raw: Any) -> TargetSpec:
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
         raise StateError("target must be an object with an id")
     labels, watch, alloc = raw.get("labels", {}), raw.get("watch"), raw.get("alloc")
+    devices, plugin = raw.get("devices"), raw.get("plugin")
     if not isinstance(labels, dict) or not all(
         isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in labels.items()
     ):
         raise StateError("target.labels must map strings to strings or null")
     if watch is not None and not isinstance(watch, str):
         raise StateError("target.watch must be a string")
-    if alloc is not None and not (
-        isinstance(alloc, dict)
-        and all(isinstance(k, str) and type(v) is int for k, v in alloc.items())
-    ):
-        raise StateError("target.alloc must map strings to integers")
-    return TargetSpec(raw["id"], labels, watch, alloc)
+    for key, counts in (("alloc", alloc), ("devices", devices)):
+        if counts is not None and not (
+            isinstance(counts, dict)
+            and all(isinstance(k, str) and type(v) is int for k, v in counts.items())
+        ):
+            raise StateError(f"target.{key} must map strings to integers")
+    if plugin is not None and not isinstance(plugin, str):
+        raise StateError("target.plugin must be a string")
+    return TargetSpec(raw["id"], labels, watch, alloc, devices, plugin)
 
 
 def encode(state: NodeState) -> str:
@@ -222,6 +238,8 @@ def encode(state: NodeState) -> str:
         }
     if state.message:
         out["msg"] = state.message
+    if state.restarted is not None:
+        out["rs"] = state.restarted
     return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
 
@@ -253,13 +271,15 @@ def decode(raw: str | None) -> NodeState | None:
     except ValueError as err:
         raise StateError(f"unknown phase {data.get('phase')!r}") from err
     owner, orig, msg = data.get("owner"), data.get("orig"), data.get("msg", "")
-    rb_of = data.get("rbOf")
+    rb_of, restarted = data.get("rbOf"), data.get("rs")
     if not isinstance(owner, str) or not owner:
         raise StateError("owner must be a non-empty string")
     if not isinstance(orig, bool):
         raise StateError("orig must be a boolean")
-    if not isinstance(msg, str) or not (rb_of is None or isinstance(rb_of, str)):
-        raise StateError("msg and rbOf must be strings")
+    if not isinstance(msg, str) or not all(
+        x is None or isinstance(x, str) for x in (rb_of, restarted)
+    ):
+        raise StateError("msg, rbOf and rs must be strings")
     if data.get("rolledBack") is True and phase != Phase.FAILED:
         # Only a finished rollback is settled (release writes it Failed): no pass can continue one.
         raise StateError(f"rolledBack is set on a {phase} record; only a Failed record is settled")
@@ -275,4 +295,5 @@ def decode(raw: str | None) -> NodeState | None:
         rolled_back=data.get("rolledBack") is True,
         evictions=_evictions(data.get("ev", {})),
         message=msg,
+        restarted=restarted,
     )

@@ -2,7 +2,7 @@
 
 A node matches only when three things agree: its labels say the target, the
 agent reports ``success`` for it, and its allocatable shows the layout's
-resources. The label alone proves nothing (the agent may not have acted), and
+resources (on a DRA node: its ResourceSlices publish the layout's devices). The label alone proves nothing (the agent may not have acted), and
 ``success`` alone may be the agent's verdict on the *previous* layout.
 """
 
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from tessera.api import constants
 
+from .dra_views import DRIVER, counts_text
 from .state import TargetSpec
 from .views import DesiredNode, NodeView
 
@@ -22,7 +23,9 @@ SUCCESS, FAILED = "success", "failed"
 
 def target_of(desired: DesiredNode) -> TargetSpec:
     alloc = None if desired.expected_allocatable is None else dict(desired.expected_allocatable)
-    return TargetSpec(desired.target, dict(desired.labels), desired.watch_label, alloc)
+    devices = None if desired.expected_devices is None else dict(desired.expected_devices)
+    labels = dict(desired.labels)
+    return TargetSpec(desired.target, labels, desired.watch_label, alloc, devices, desired.plugin)
 
 
 def labels_match(target: TargetSpec, node: NodeView) -> bool:
@@ -42,11 +45,26 @@ def alloc_diff(target: TargetSpec, node: NodeView) -> str:
     return ""
 
 
+def devices_diff(target: TargetSpec, node: NodeView) -> str:
+    """DRA nodes: what the node's ResourceSlices publish against the target, or ``""``."""
+    if target.devices is None:
+        return ""
+    want = {k: n for k, n in target.devices.items() if n}
+    have = node.dra.devices if node.dra is not None else None
+    if have is not None and {k: n for k, n in have.items() if n} == want:
+        return ""
+    return (
+        f"node {node.name}: ResourceSlices of driver {DRIVER} publish {counts_text(have)}, "
+        f"want {counts_text(want)}"
+    )
+
+
 def verified(target: TargetSpec, node: NodeView) -> bool:
     return (
         labels_match(target, node)
         and agent_state(target, node) == SUCCESS
         and not alloc_diff(target, node)
+        and not devices_diff(target, node)
     )
 
 
@@ -77,12 +95,27 @@ def snapshot(desired: DesiredNode, node: NodeView) -> TargetSpec | None:
         return None
     if desired.watch_label and node.labels.get(desired.watch_label) != SUCCESS:
         return None
+    if desired.expected_devices is not None:  # DRA: what the slices publish now, if they do
+        have = node.dra.devices if node.dra is not None else None
+        if have is None:
+            return None
+        return TargetSpec(
+            f"previous-{_digest(labels)}",
+            labels,
+            desired.watch_label,
+            None,
+            dict(have),
+            desired.plugin,
+        )
     keys = set(desired.expected_allocatable or {}) | {
         k for k in node.allocatable if k.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES)
     }
     alloc = {k: node.allocatable.get(k, 0) for k in sorted(keys)}
-    digest = hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:8]
-    return TargetSpec(f"previous-{digest}", labels, desired.watch_label, alloc)
+    return TargetSpec(f"previous-{_digest(labels)}", labels, desired.watch_label, alloc)
+
+
+def _digest(labels: Mapping[str, str | None]) -> str:
+    return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def plan_hash(owner: str, desired: Mapping[str, DesiredNode]) -> str:

@@ -17,6 +17,7 @@ from typing import Literal
 from tessera.api import constants
 from tessera.api.v1alpha1.common import LabelSelector
 
+from .dra_views import DraNode
 from .state import NodeState
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -68,6 +69,8 @@ class NodeView:
     taints: tuple[Taint, ...] = ()
     state: NodeState | None = None
     state_error: str = ""
+    dra: DraNode | None = None
+    """Pools with ``allocation: DRA``: its ResourceSlices and kubelet-plugin pods."""
 
     def has_taint(self, taint: Taint) -> bool:
         return any(t.key == taint.key and t.effect == taint.effect for t in self.taints)
@@ -120,6 +123,8 @@ class PodView:
     """Accelerator resources the pod holds on its node (the scheduler's effective request)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    claims: tuple[str, ...] = ()
+    """Names of the ResourceClaims the pod uses (``status.resourceClaimStatuses``)."""
 
     @property
     def key(self) -> str:
@@ -164,7 +169,9 @@ class DesiredNode:
     ``expected_allocatable`` lists the resources the node must advertise once
     the layout is live (list a resource with 0 to require it gone). ``invalid``
     says why the layout is impossible on this node's model: such a node is
-    never cordoned.
+    never cordoned. A DRA node sets ``expected_devices`` (what its ResourceSlices must
+    publish, ``dra_views``) and ``plugin`` (the kubelet plugin's ``<namespace>/<daemonSet>``)
+    instead of ``expected_allocatable``.
     """
 
     target: str
@@ -172,3 +179,5 @@ class DesiredNode:
     watch_label: str | None = None
     expected_allocatable: Mapping[str, int] | None = None
     invalid: str = ""
+    expected_devices: Mapping[str, int] | None = None
+    plugin: str | None = None

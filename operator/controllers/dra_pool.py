@@ -1,0 +1,93 @@
+"""A NodePoolGeometry with ``allocation: DRA``: its nodes seen through the DRA driver.
+
+The rollout engine is the same; for a DRA pool each node's view also carries the devices
+its ResourceSlices publish and its kubelet-plugin pods (``rollout.dra_views``), and pods
+holding GPU devices through ResourceClaims count as accelerator pods
+(``domain.dra_rollout``). A device-plugin pool reads none of this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from tessera.adapters import dra_reads
+from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
+from tessera.domain import cluster, dra_rollout, rollout
+from tessera.domain.rollout.dra_views import DraNode, PluginPod
+
+from .runtime import Context
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The pool's slices, and (once pods are read) every claim's allocated devices."""
+
+    pools: dict[str, dra_rollout.SlicePool]
+    claims: dra_rollout.Allocations | None = None
+
+    def pods(self, pods: Sequence[rollout.PodView]) -> list[rollout.PodView]:
+        """``pods`` with those holding GPU devices through claims marked so."""
+        if self.claims is None:
+            return list(pods)
+        return dra_rollout.with_claims(pods, self.claims, self.pools)
+
+    def node(self, view: rollout.NodeView) -> rollout.NodeView:
+        """A node for the room check: its published devices counted as room."""
+        return dra_rollout.room_view(view, self.pools.get(view.name))
+
+
+def is_dra(spec: NodePoolGeometrySpec) -> bool:
+    return spec.allocation == "DRA"
+
+
+def observe(
+    ctx: Context, spec: NodePoolGeometrySpec, seen: cluster.PoolObservation
+) -> tuple[cluster.PoolObservation, Observed]:
+    """``seen`` with every view's ``dra`` filled in (plugin pods only while a node is in
+    flight: a converged pool reads the slices and nothing more)."""
+    pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
+    filled = fill(ctx, spec, list(seen.views.values()), pools, seen.involved)
+    views = {v.name: v for v in filled}
+    involved = tuple(views[v.name] for v in seen.involved)
+    return replace(seen, views=views, involved=involved), Observed(pools)
+
+
+def fill(
+    ctx: Context,
+    spec: NodePoolGeometrySpec,
+    views: Sequence[rollout.NodeView],
+    pools: dict[str, dra_rollout.SlicePool] | None = None,
+    involved: Sequence[rollout.NodeView] | None = None,
+) -> list[rollout.NodeView]:
+    """``views`` with what the driver publishes and its plugin pods (those of the pool's
+    DaemonSet and of any DaemonSet a record in flight names) when ``involved`` (default:
+    ``views``) has a node in flight."""
+    if pools is None:
+        pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
+    flying = [v for v in (views if involved is None else involved) if v.state is not None]
+    plugin = (spec.dra or DraPool()).kubelet_plugin
+    daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {
+        t.plugin
+        for v in flying
+        for t in (v.state.target if v.state else None, v.state.last_good if v.state else None)
+        if t is not None and t.plugin is not None
+    }
+    pods: dict[str, dict[str, tuple[PluginPod, ...]]] = {}
+    for ds in sorted(daemon_sets) if flying else []:
+        namespace, name = ds.split("/", 1)
+        by_node = dra_rollout.plugin_pods(dra_reads.pods_in(ctx.kube, namespace), name)
+        for node, found in by_node.items():
+            pods.setdefault(node, {})[ds] = found
+
+    def one(view: rollout.NodeView) -> rollout.NodeView:
+        pool = pools.get(view.name)
+        devices = pool.devices if pool is not None else None
+        return replace(view, dra=DraNode(devices, pods.get(view.name, {})))
+
+    return [one(v) for v in views]
+
+
+def with_claims(ctx: Context, observed: Observed) -> Observed:
+    """``observed`` with every claim's allocation: read once a pass reads pods."""
+    return replace(observed, claims=dra_rollout.allocations(dra_reads.claims(ctx.kube)))

@@ -1,0 +1,175 @@
+"""Raw DRA objects → what a rollout on a DRA pool decides on (pure: objects in, values out).
+
+- ``slice_pools``: each node's devices as NVIDIA's driver publishes them — the ResourceSlices
+  of driver ``gpu.nvidia.com`` whose pool is the node, at the pool's highest generation,
+  only when that generation is complete (``resourceSliceCount`` slices), as the scheduler
+  reads them. A device counts by ``type``: ``gpu``, or
+  its ``profile`` when ``mig``.
+- ``expected_devices``: what a node's slices must publish once its layout is live, from
+  the same per-GPU resolution the device-plugin verification uses (``geometry.capacity``).
+- ``plugin_pods``: the kubelet-plugin pods of the pool's DaemonSet, by node.
+- ``with_claims``: pods whose ResourceClaims hold devices of ``gpu.nvidia.com`` in their
+  node's pool are GPU pods: the drain evicts them, and the room check counts what they hold
+  by the Tessera DeviceClass of each device's kind (``room_key``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tessera.api.v1alpha1.nodepoolgeometry import MigLayout
+from tessera.domain.geometry import capacity
+from tessera.domain.geometry.catalog import GpuModel
+from tessera.domain.geometry.layouts import GeometryError
+from tessera.domain.rollout import NodeView, PodView
+from tessera.domain.rollout.dra_views import (
+    DRIVER,
+    UNPUBLISHED,
+    WHOLE_GPU,
+    PluginPod,
+    room_key,
+)
+
+Raw = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SlicePool:
+    """One node's pool: device counts by kind (None: incomplete) and each device's kind."""
+
+    devices: dict[str, int] | None = None
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+def _attr(device: Raw, name: str) -> str | None:
+    attrs = device.get("attributes") or {}
+    value = attrs.get(name) or attrs.get(f"{DRIVER}/{name}") or {}
+    text = value.get("string") if isinstance(value, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def device_kind(device: Raw) -> str | None:
+    """``gpu``, a MIG profile, or None for a device of another type (or none)."""
+    kind = _attr(device, "type")
+    if kind == WHOLE_GPU:
+        return WHOLE_GPU
+    return _attr(device, "profile") if kind == "mig" else None
+
+
+def slice_pools(slices: Iterable[Raw]) -> dict[str, SlicePool]:
+    """Pool name (the node) → its devices, from ``gpu.nvidia.com``'s ResourceSlices."""
+    by_pool: dict[str, list[Raw]] = {}
+    for sl in slices:
+        spec = sl.get("spec") or {}
+        if spec.get("driver") == DRIVER and (spec.get("pool") or {}).get("name"):
+            by_pool.setdefault(spec["pool"]["name"], []).append(spec)
+    out = {}
+    for name, specs in by_pool.items():
+        top = max(int(s["pool"].get("generation", 0)) for s in specs)
+        current = [s for s in specs if int(s["pool"].get("generation", 0)) == top]
+        wanted = max(int(s["pool"].get("resourceSliceCount", 1)) for s in current)
+        kinds = {
+            str(d.get("name")): kind
+            for s in current
+            for d in s.get("devices") or []
+            if (kind := device_kind(d)) is not None
+        }
+        counts: dict[str, int] = {}
+        for kind in kinds.values():
+            counts[kind] = counts.get(kind, 0) + 1
+        out[name] = SlicePool(
+            dict(sorted(counts.items())) if len(current) >= wanted else None, kinds
+        )
+    return out
+
+
+def expected_devices(
+    model: GpuModel, gpu_count: int, layouts: Sequence[MigLayout]
+) -> dict[str, int]:
+    """``gpu`` or MIG profile → count the driver publishes once ``layouts`` are applied:
+    a GPU with MIG off is one ``gpu``, a GPU with MIG on only its MIG devices (§5.5)."""
+    verdict = capacity.validate_mig_node(model, gpu_count, layouts, "mixed")
+    if not verdict.valid:
+        raise GeometryError(verdict.reason)
+    out: dict[str, int] = {}
+    for result in verdict.placements:
+        kinds = [i.profile for i in result.instances] or [WHOLE_GPU]
+        for kind in kinds:
+            out[kind] = out.get(kind, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def plugin_pods(pods: Iterable[Raw], daemon_set: str) -> dict[str, tuple[PluginPod, ...]]:
+    """Node → the pods of DaemonSet ``daemon_set`` (``pods`` listed in its namespace)."""
+    out: dict[str, list[PluginPod]] = {}
+    for pod in pods:
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        owners = meta.get("ownerReferences") or []
+        if not any(o.get("kind") == "DaemonSet" and o.get("name") == daemon_set for o in owners):
+            continue
+        ready = status.get("phase") == "Running" and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        view = PluginPod(
+            meta["namespace"],
+            meta["name"],
+            meta.get("uid", ""),
+            terminating=meta.get("deletionTimestamp") is not None,
+            ready=ready,
+        )
+        if spec.get("nodeName"):
+            out.setdefault(spec["nodeName"], []).append(view)
+    return {node: tuple(sorted(p, key=lambda v: v.name)) for node, p in out.items()}
+
+
+Allocations = dict[tuple[str, str], tuple[tuple[str, str, str], ...]]
+
+
+def allocations(claims: Iterable[Raw]) -> Allocations:
+    """(namespace, claim) → its allocated devices as (driver, pool, device)."""
+    out: Allocations = {}
+    for claim in claims:
+        meta = claim["metadata"]
+        alloc = (claim.get("status") or {}).get("allocation") or {}
+        results = (alloc.get("devices") or {}).get("results") or []
+        out[(meta.get("namespace", ""), meta["name"])] = tuple(
+            (str(r.get("driver")), str(r.get("pool")), str(r.get("device"))) for r in results
+        )
+    return out
+
+
+def with_claims(
+    pods: Iterable[PodView], claims: Allocations, pools: Mapping[str, SlicePool]
+) -> list[PodView]:
+    """``pods``, those holding GPU devices of their node's pool marked as accelerator pods
+    with what they hold by DeviceClass (a device no slice lists as ``UNPUBLISHED``)."""
+    out = []
+    for pod in pods:
+        held = [
+            device
+            for name in pod.claims
+            for driver, pool, device in claims.get((pod.namespace, name), ())
+            if driver == DRIVER and pool == pod.node
+        ]
+        if not held:
+            out.append(pod)
+            continue
+        kinds = pools.get(pod.node, SlicePool()).kinds
+        requests = dict(pod.requests)
+        for device in held:
+            kind = kinds.get(device)
+            key = room_key(kind) if kind is not None else UNPUBLISHED
+            requests[key] = requests.get(key, 0) + 1
+        out.append(replace(pod, requests_accelerator=True, requests=requests))
+    return out
+
+
+def room_view(view: NodeView, pool: SlicePool | None) -> NodeView:
+    """A node for the room check: its published devices as room, by DeviceClass."""
+    if pool is None or pool.devices is None:
+        return view
+    extra = {room_key(kind): n for kind, n in pool.devices.items()}
+    return replace(view, allocatable={**view.allocatable, **extra})
