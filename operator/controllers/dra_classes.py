@@ -41,6 +41,7 @@ from .runtime import Context, custom_path
 
 log = logging.getLogger("tessera.dra")
 ATTEMPTS = 5
+WAITING_FOR_DRIVER = "WaitingForDriver"
 _LOCK = threading.Lock()
 
 
@@ -204,5 +205,5 @@ def pool_part(
             f"node(s) {shown} publish no ResourceSlice of driver {naming.DRIVER}: is NVIDIA's DRA "
             "driver's kubelet plugin running there?"
         )
-        return Verdict("progressing", "WaitingForDriver", text, verdict.extra), listed
+        return Verdict("progressing", WAITING_FOR_DRIVER, text, verdict.extra), listed
     return verdict, listed

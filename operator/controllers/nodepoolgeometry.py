@@ -84,6 +84,9 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
         verdict = synced.verdict(dra_classes.declarer(KIND, name)) or verdict
     driver.export_phases(KIND, name, plan)
     result = Result(plan.requeue_after, starved=bool(plan.short_of_room))
+    if verdict.reason == dra_classes.WAITING_FOR_DRIVER:  # no watch wakes it on a slice: look
+        soon = min(plan.requeue_after or ctx.settings.resync_seconds, ctx.settings.resync_seconds)
+        result = Result(soon, starved=result.starved)
     return skeleton.Outcome(verdict, status, result)
 
 
