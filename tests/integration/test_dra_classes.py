@@ -22,6 +22,7 @@ import pytest
 from builders.dra import DeviceClassWrapper, ResourceSliceWrapper, dra_policy, dra_pool
 from devcluster import fleet
 from tessera.adapters.kube import Kube, Obj, path_of
+from tessera.domain import dra
 
 from .conftest import OperatorProcess
 from .helpers import condition, eventually, namespace
@@ -252,3 +253,38 @@ def test_kube_scheduler_allocates_a_claim_of_a_tessera_class(kube: Kube) -> None
     assert bound == nodes[0]
     kube.delete(path_of("v1", "namespaces", "dra-work"))
     kube.delete(f"{NPG}/dra-d")
+
+
+def test_a_field_the_api_server_drops_is_named_with_its_feature_gate(kube: Kube) -> None:
+    """The comparison the controller makes after each write, against the real 1.34 server:
+    an alpha field (extendedResourceName, gate DRAExtendedResource off) comes back missing."""
+    sent = dra.DesiredClass("dropped-probe.tessera.io", "gpu", ("NodePoolGeometry/probe",))
+    spec = {**sent.spec(), "extendedResourceName": "example.com/gpu"}
+    stored = kube.create(CLASSES, {**sent.manifest(), "spec": spec})
+    try:
+        lost = dra.dropped(spec, stored.get("spec") or {})
+        assert lost == ("spec.extendedResourceName",)
+        assert "DRAExtendedResource" in dra.dropped_message(sent.name, lost)
+        assert dra.dropped(sent.spec(), stored["spec"]) == ()  # what Tessera sends is kept
+    finally:
+        kube.delete(f"{CLASSES}/{sent.name}")
+
+
+def test_a_class_deleted_by_hand_comes_back_though_its_pool_is_idle(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    """A converged (here: Stalled NoNodes) pool's passes are skipped while their inputs stay
+    the same; the DeviceClasses are among those inputs, so a hand deletion re-runs the pass."""
+    kube.create(NPG, pool_of("dra-e", {"mig": {"layouts": [{"profiles": {"7g.80gb": 1}}]}}))
+    path = f"{NPG}/dra-e"
+    eventually(lambda: reason(kube, path, "Stalled") == "NoNodes", what="a pool with no node")
+    eventually(lambda: klass(kube, "mig-7g.80gb.tessera.io"), what="its class")
+    eventually(
+        lambda: "nodepoolgeometry/dra-e: pass skipped" in operator.log(),
+        60,
+        "the idle pool's passes skipped",
+    )
+    kube.delete(f"{CLASSES}/mig-7g.80gb.tessera.io")
+    eventually(lambda: klass(kube, "mig-7g.80gb.tessera.io"), 30, "the class written again")
+    kube.delete(path)
+    eventually(lambda: klass(kube, "mig-7g.80gb.tessera.io") is None, what="class gone")
