@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -35,48 +34,17 @@ from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import dra, selectors
 from tessera.domain.cluster import PoolObservation
 from tessera.domain.conditions import Verdict
-from tessera.domain.dra import naming, slices
+from tessera.domain.dra import naming, verdicts
 
 from .runtime import Context, custom_path
 
 log = logging.getLogger("tessera.dra")
 ATTEMPTS = 5
-WAITING_FOR_DRIVER = "WaitingForDriver"
+WAITING_FOR_DRIVER = verdicts.WAITING_FOR_DRIVER
 _LOCK = threading.Lock()
 
 
-@dataclass(frozen=True)
-class Synced:
-    """What one sync found and did; each declarer's part is read with ``verdict``."""
-
-    desired: dra.DesiredClasses = field(default_factory=dra.DesiredClasses)
-    conflicts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    dropped: Mapping[str, str] = field(default_factory=dict)
-    """Class name → the FieldDropped message."""
-    writes: int = 0
-
-    def classes_of(self, who: str) -> tuple[str, ...]:
-        return self.desired.declared.get(who, ())
-
-    def verdict(self, who: str) -> Verdict | None:
-        """Stalled when the declarer is refused, collides with a class not Tessera's, or a
-        class it declares lost a field; None when nothing is wrong with its classes."""
-        problems = self.desired.problems.get(who)
-        if problems:
-            text = "; ".join(map(str, problems)) + " (no DeviceClass written)"
-            return Verdict("stalled", problems[0].reason, text)
-        taken = sorted(n for n, by in self.conflicts.items() if who in by)
-        if taken:
-            text = (
-                f"DeviceClass {', '.join(taken)} exists and is not Tessera's (no label "
-                f"{c.MANAGED_BY_LABEL}={c.MANAGED_BY_VALUE}); it is left untouched: delete or "
-                "rename it to let Tessera write its class"
-            )
-            return Verdict("stalled", "Conflict", text)
-        lost = [self.dropped[n] for n in self.classes_of(who) if n in self.dropped]
-        if lost:
-            return Verdict("stalled", "FieldDropped", "; ".join(lost))
-        return None
+Synced = verdicts.Synced
 
 
 def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
@@ -184,26 +152,8 @@ declarer = naming.declarer
 def pool_part(
     ctx: Context, synced: Synced, pool: str, seen: PoolObservation, verdict: Verdict
 ) -> tuple[Verdict, list[dict[str, Any]]]:
-    """A DRA pool's verdict and ``status.deviceClasses``: its geometry classes with the
-    devices its nodes publish; nodes that publish none leave the pool ``WaitingForDriver``."""
+    """A DRA pool's verdict and ``status.deviceClasses`` (``domain.dra.verdicts``)."""
     nodes = sorted(seen.targets)
     published = api.list_slices(ctx.kube, naming.DRIVER)
-    counted = slices.selected(published, nodes)
-    listed = []
-    for name in synced.classes_of(declarer("NodePoolGeometry", pool)):
-        selects = synced.desired.classes[name].selects
-        listed.append({"name": name, "selects": selects, "devices": counted.get(selects, 0)})
-    found = synced.verdict(declarer("NodePoolGeometry", pool))
-    if found is not None or verdict.state == "stalled":
-        return found or verdict, listed
-    waiting = slices.without_driver(published, nodes)
-    if waiting:
-        shown = ", ".join(waiting[:10]) + (
-            f" and {len(waiting) - 10} more" if len(waiting) > 10 else ""
-        )
-        text = (
-            f"node(s) {shown} publish no ResourceSlice of driver {naming.DRIVER}: is NVIDIA's DRA "
-            "driver's kubelet plugin running there?"
-        )
-        return Verdict("progressing", WAITING_FOR_DRIVER, text, verdict.extra), listed
-    return verdict, listed
+    listed = verdicts.pool_classes(synced, pool, published, nodes)
+    return verdicts.pool_verdict(synced, pool, published, nodes, verdict), listed
