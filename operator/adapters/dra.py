@@ -44,7 +44,7 @@ def create_class(kube: Kube, manifest: Mapping[str, Any]) -> Obj:
 def replace_class(kube: Kube, current: Obj, metadata: Mapping[str, Any], spec: Obj) -> Obj:
     """``current`` with Tessera's labels and annotations merged in and ``spec`` replaced,
     as of its resourceVersion (others' labels and annotations are kept)."""
-    body = copy.deepcopy(current)
+    body = {**copy.deepcopy(current), "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass"}
     meta = body["metadata"]
     meta.setdefault("labels", {}).update(metadata.get("labels") or {})
     meta.setdefault("annotations", {}).update(metadata.get("annotations") or {})

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -53,7 +54,8 @@ def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
     labels = [(n["metadata"].get("labels") or {}) for n in nodes]
     with _LOCK:
         for _ in range(ATTEMPTS):
-            desired = dra.desired_classes(*_declarations(ctx, labels, without))
+            pools, policies, unparsed = _declarations(ctx, labels, without)
+            desired = _holding(dra.desired_classes(pools, policies), unparsed)
             observed = api.list_classes(ctx.kube)
             changes = dra.diff(desired, observed)
             try:
@@ -67,9 +69,17 @@ def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
     raise ApiError(409, "Conflict", "DeviceClasses kept changing while Tessera wrote them")
 
 
+def _holding(desired: dra.DesiredClasses, unparsed: list[str]) -> dra.DesiredClasses:
+    """Declarers whose spec does not parse keep their classes as they are (``held``): they
+    report InvalidSpec themselves, and a bad edit must not delete what claims still name."""
+    bad = (dra.Problem("InvalidSpec", "spec", "does not parse"),)
+    return replace(desired, problems={**desired.problems, **dict.fromkeys(unparsed, bad)})
+
+
 def _declarations(
     ctx: Context, labels: list[Mapping[str, str]], without: str
-) -> tuple[dict[str, dra.PoolInput], dict[str, SharingPolicySpec]]:
+) -> tuple[dict[str, dra.PoolInput], dict[str, SharingPolicySpec], list[str]]:
+    unparsed: list[str] = []
     pools: dict[str, dra.PoolInput] = {}
     for obj in ctx.kube.list(custom_path("nodepoolgeometries")):
         name = obj["metadata"]["name"]
@@ -77,8 +87,9 @@ def _declarations(
             continue
         try:
             spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
-        except ValidationError:
-            continue  # the pool reports InvalidSpec; its classes are written once it parses
+        except ValidationError:  # the pool reports InvalidSpec; its classes stay as they are
+            unparsed.append(naming.declarer("NodePoolGeometry", name))
+            continue
         pools[name] = dra.PoolInput(spec, _most_gpus(spec.node_selector, labels))
     policies: dict[str, SharingPolicySpec] = {}
     for obj in ctx.kube.list(custom_path("sharingpolicies")):
@@ -88,8 +99,8 @@ def _declarations(
         try:
             policies[name] = SharingPolicySpec.model_validate(obj.get("spec") or {})
         except ValidationError:
-            continue
-    return pools, policies
+            unparsed.append(naming.declarer("SharingPolicy", name))
+    return pools, policies, unparsed
 
 
 def _gone(obj: Obj, who: str, without: str) -> bool:

@@ -73,6 +73,18 @@ def expression(obj: Obj) -> str:
     return str(obj["spec"]["selectors"][0]["cel"]["expression"])
 
 
+def mps_of(kube: Kube, name: str) -> dict[str, Any]:
+    obj = klass(kube, name) or {}
+    config = (obj.get("spec") or {}).get("config") or [{}]
+    sharing = config[0].get("opaque", {}).get("parameters", {}).get("sharing", {})
+    return dict(sharing.get("mpsConfig") or {})
+
+
+def declared_by(kube: Kube, name: str) -> str | None:
+    obj = klass(kube, name) or {}
+    return (obj.get("metadata", {}).get("annotations") or {}).get("tessera.io/declared-by")
+
+
 def publish(kube: Kube, built: ResourceSliceWrapper) -> None:
     """Stand-in for the driver's kubelet plugin: the node's slice of gpu.nvidia.com."""
     kube.create(SLICES, built.obj())
@@ -174,6 +186,23 @@ def test_policy_the_driver_would_refuse_writes_nothing_until_its_gate_is_on(kube
     eventually(lambda: observed(kube, f"{NPG}/dra-b"), what="pool pass")
     after = {n: o["metadata"]["resourceVersion"] for n, o in ours(kube).items()}
     assert after == before
+
+    # updates: a new config in place (same name), a second declarer of the shared class
+    kube.patch(path, {"spec": {"dra": {"mps": {"defaultActiveThreadPercentage": 60}}}})
+    eventually(
+        lambda: (
+            mps_of(kube, "dra-mps.gpu.sharing.tessera.io").get("defaultActiveThreadPercentage")
+            == 60
+        ),
+        what="the class's config updated",
+    )
+    kube.create(NPG, pool_of("dra-b2"))
+    both = "NodePoolGeometry/dra-b,NodePoolGeometry/dra-b2"
+    eventually(lambda: declared_by(kube, "gpu.tessera.io") == both, what="two declarers")
+    kube.delete(f"{NPG}/dra-b2")
+    eventually(
+        lambda: declared_by(kube, "gpu.tessera.io") == "NodePoolGeometry/dra-b", what="one again"
+    )
 
     kube.delete(path)
     eventually(lambda: klass(kube, "dra-mps.gpu.sharing.tessera.io") is None, what="class gone")
