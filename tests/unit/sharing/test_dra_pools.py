@@ -7,7 +7,11 @@ from dataclasses import replace
 import pytest
 from sharing_builders import gpu_node, policy
 
+from builders import SharingPolicyWrapper
+from tessera.api.v1alpha1.common import LabelSelector
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain.sharing import planning, status
+from tessera.domain.sharing.assignment import Policy
 
 
 @pytest.mark.parametrize(
@@ -42,3 +46,20 @@ def test_same_policy_on_a_device_plugin_pool_writes_its_key_and_label() -> None:
     plan = planning.plan([policy("s", "MPS")], seen, cleared=frozenset({"n1"}))
     assert plan.results["s"].key is not None
     assert [c.node for c in plan.device_plugin.labels] == ["n1"]
+
+
+def test_spec_dra_on_a_device_plugin_pool_is_refused_naming_the_pool() -> None:
+    spec = (
+        SharingPolicyWrapper("s")
+        .pool("a")
+        .backend("MPS")
+        .spec(nodeSelector=None, poolRef={"name": "a"}, dra={"mps": {}})
+    )
+    raw = {k: v for k, v in spec.obj()["spec"].items() if v is not None}
+    found = Policy("s", SharingPolicySpec.model_validate(raw), LabelSelector())
+    plan = planning.plan([found], planning.Observed((gpu_node("n1"),), {}))
+    errors = plan.results["s"].errors
+    assert [e.field for e in errors] == ["spec.dra"]
+    assert "pool a has allocation: DevicePlugin" in errors[0].rule
+    assert "spec.mps instead" in errors[0].rule
+    assert plan.device_plugin.labels == ()
