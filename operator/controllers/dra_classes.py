@@ -61,7 +61,7 @@ def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
             try:
                 dropped = _apply(ctx, changes, observed)
             except ApiError as err:
-                if not (err.conflict or err.not_found):
+                if not err.conflict:
                     raise
                 log.info("DeviceClasses changed while Tessera wrote them (%s); re-planning", err)
                 continue
@@ -121,14 +121,30 @@ def _apply(ctx: Context, changes: dra.ClassChanges, observed: list[Obj]) -> dict
     dropped: dict[str, str] = {}
     current = {o["metadata"]["name"]: o for o in observed}
     for want in changes.create:
-        stored = api.create_class(ctx.kube, want.manifest())
+        try:
+            stored = api.create_class(ctx.kube, want.manifest())
+        except ApiError as err:
+            if err.not_found:  # the collection itself is missing: no DRA API on this server
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f"cannot create DeviceClass {want.name}: "
+                    f"{api.DEVICECLASSES} is not served ({err.message}); DRA pools "
+                    "need Kubernetes 1.34 or newer (resource.k8s.io/v1)",
+                ) from None
+            raise
         log.info("DeviceClass %s created for %s", want.name, ",".join(want.declared_by))
         _note(dropped, want, stored)
     for want, version in changes.update:
         obj = current.get(want.name)
         if obj is None or str(obj["metadata"].get("resourceVersion")) != version:
             raise ApiError(409, "Conflict", f"DeviceClass {want.name} changed since it was read")
-        stored = api.replace_class(ctx.kube, obj, want.metadata(), want.spec())
+        try:
+            stored = api.replace_class(ctx.kube, obj, want.metadata(), want.spec())
+        except ApiError as err:
+            if err.not_found:  # deleted since it was read: a race like any other, re-plan
+                raise ApiError(409, "Conflict", f"DeviceClass {want.name} is gone") from None
+            raise
         log.info("DeviceClass %s updated for %s", want.name, ",".join(want.declared_by))
         _note(dropped, want, stored)
     for name, version in changes.delete:
