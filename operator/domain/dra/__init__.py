@@ -1,4 +1,4 @@
-"""tessera.domain.dra: the DeviceClasses Tessera owns for pools with ``allocation: DRA``, decided purely.
+"""tessera.domain.dra: Tessera's DeviceClasses for pools with ``allocation: DRA``, decided purely.
 
 * ``naming``    stable class names and their guarded CEL selectors (driver, type, attribute);
 * ``sharing``   a SharingPolicy's opaque ``GpuConfig`` / ``MigDeviceConfig``, checked with the

@@ -6,8 +6,9 @@ touched; its declarers are ``Stalled``, reason ``Conflict``, naming it. A Tesser
 one declares any more is deleted, unless a refused (``held``) declarer still names it.
 
 After each write the controller compares what the API server stored with what it sent
-(``dropped``): on 1.34 a field of a disabled alpha feature gate is silently removed
-(docs/dra.md §What the API server drops), which must be a ``Stalled`` ``FieldDropped`` naming field and gate.
+(``dropped``): on 1.34 a field of a disabled alpha feature gate is silently removed, which
+must be a ``Stalled`` ``FieldDropped`` naming field and gate (see
+docs/dra.md §What the API server drops).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Tessera's own check of each selector it generates, before the API server or a scheduler sees it.
 
 The API server accepts selectors that fail only when kube-scheduler evaluates them (an
-attribute a device lacks, a wrongly typed read: docs/dra.md §Selectors). A selector here must be at most
-10 KiB, read ``device.driver`` first and the type second, read only attributes the driver
-publishes for that type (docs/dra.md §Selectors), and compare them with single-quoted literals free of
-quotes and backslashes. That grammar admits no macro, loop or function call, so a selector's
+attribute a device lacks, a wrongly typed read). A selector here must be at most 10 KiB,
+read ``device.driver`` first and the type second, read only attributes the driver publishes
+for that type, and compare them with single-quoted literals free of quotes and backslashes
+(see docs/dra.md §Selectors). That grammar admits no macro, loop or function call, so a selector's
 CEL cost is a few comparisons, far under the API server's limit of 1,000,000. Problems are
 reported (the class is not written), never raised.
 """

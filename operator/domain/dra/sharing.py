@@ -1,10 +1,11 @@
 """A SharingPolicy's opaque config for NVIDIA's DRA driver, checked with the driver's own rules.
 
 Rendered as ``resource.nvidia.com/v1beta1`` ``GpuConfig`` (whole GPUs) or ``MigDeviceConfig``
-(MIG devices), field names as the driver decodes them strictly (docs/dra.md §Sharing configs). Backend
-Exclusive renders no config. The checks mirror the driver's ``Validate`` (and the limits it
-checks later, at prepare), so a config it would refuse on the node — after the pod is bound
-— is refused here, naming the field, before any class is written:
+(MIG devices), field names as the driver decodes them strictly (see
+docs/dra.md §Sharing configs). Backend Exclusive renders no config. The checks mirror the
+driver's ``Validate`` (and the limits it checks later, at prepare), so a config it would
+refuse on the node — after the pod is bound — is refused here, naming the field, before
+any class is written:
 
 * a strategy whose driver feature gate is off on the pool (``spec.dra.featureGates``);
 * an interval other than Default, Short, Medium, Long;
