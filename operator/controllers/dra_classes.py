@@ -90,7 +90,8 @@ def _declarations(
         except ValidationError:  # the pool reports InvalidSpec; its classes stay as they are
             unparsed.append(naming.declarer("NodePoolGeometry", name))
             continue
-        pools[name] = dra.PoolInput(spec, _most_gpus(spec.node_selector, labels))
+        gpus = _most_gpus(spec.node_selector, labels) if spec.allocation == "DRA" else None
+        pools[name] = dra.PoolInput(spec, gpus)
     policies: dict[str, SharingPolicySpec] = {}
     for obj in ctx.kube.list(custom_path("sharingpolicies")):
         name = obj["metadata"]["name"]
