@@ -27,12 +27,3 @@ def claims(kube: Kube) -> list[Obj]:
 
 def pods_in(kube: Kube, namespace: str) -> list[Obj]:
     return kube.list(path_of("v1", "pods", namespace=namespace))
-
-
-def slice_versions(kube: Kube) -> tuple[tuple[str, str], ...]:
-    """(name, resourceVersion) of the driver's slices: what a converged DRA pool rereads."""
-    return tuple(
-        sorted(
-            (s["metadata"]["name"], str(s["metadata"].get("resourceVersion"))) for s in slices(kube)
-        )
-    )
