@@ -1,0 +1,53 @@
+"""Stable DeviceClass names and selectors (docs/dra.md; quota and ``tessera plan`` use them).
+
+DRA has no node attribute on a device, so a class cannot be narrowed to one pool's nodes:
+classes are per *profile*, shared by every DRA pool whose geometry provides it. Selectors
+read ``device.driver`` first, then the type, then the one attribute that type is known to
+carry (an attribute a device lacks is a CEL runtime error that blocks the pod, dra.md §2).
+"""
+
+from __future__ import annotations
+
+DRIVER = "gpu.nvidia.com"
+API = "resource.k8s.io/v1"
+DEVICECLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+RESOURCESLICES = "/apis/resource.k8s.io/v1/resourceslices"
+DECLARED_BY_ANNOTATION = "tessera.io/declared-by"
+OPAQUE_API_VERSION = "resource.nvidia.com/v1beta1"
+SUFFIX = ".tessera.io"
+SHARING_SUFFIX = ".sharing.tessera.io"
+GPU = "gpu"
+"""What a whole-GPU class selects (``status.deviceClasses[].selects``); else a MIG profile."""
+MAX_NAME = 253
+
+
+def base(selects: str) -> str:
+    """``gpu`` or ``mig-<profile>`` with ``+`` → ``-`` (``1g.10gb+me`` → ``mig-1g.10gb-me``)."""
+    return GPU if selects == GPU else "mig-" + selects.replace("+", "-")
+
+
+def geometry_class(selects: str) -> str:
+    """``gpu.tessera.io``, ``mig-1g.10gb.tessera.io``."""
+    return base(selects) + SUFFIX
+
+
+def sharing_class(policy: str, selects: str) -> str:
+    """``<policy>.gpu.sharing.tessera.io``, ``<policy>.mig-1g.10gb.sharing.tessera.io``."""
+    return f"{policy}.{base(selects)}{SHARING_SUFFIX}"
+
+
+def declarer(kind: str, name: str) -> str:
+    """How a declaring object is named in ``tessera.io/declared-by``: ``Kind/name``."""
+    return f"{kind}/{name}"
+
+
+def _attribute(name: str) -> str:
+    return f"device.attributes['{DRIVER}'].{name}"
+
+
+def selector(selects: str) -> str:
+    """The one CEL selector of a class: driver, then type, then the guarded profile."""
+    driver = f"device.driver == '{DRIVER}'"
+    if selects == GPU:
+        return f"{driver} && {_attribute('type')} == 'gpu'"
+    return f"{driver} && {_attribute('type')} == 'mig' && {_attribute('profile')} == '{selects}'"

@@ -1,0 +1,58 @@
+"""What the pool's nodes publish as devices of the driver ``gpu.nvidia.com`` (ResourceSlices).
+
+The driver publishes one pool per node (``spec.pool.name``) in one or more slices; consumers
+read only the highest ``generation`` of each pool (dra.md §1.5). ``devices`` counts, per
+class, what its selector selects there — a whole GPU (``type == gpu``) or a MIG device of
+one profile — and ``without_driver`` names the nodes that publish nothing yet.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .naming import DRIVER, GPU
+
+
+def selected(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> Counter[str]:
+    """Devices on ``nodes`` by what a class selects: ``gpu`` or the MIG profile."""
+    wanted = set(nodes)
+    newest: dict[str, int] = {}
+    mine: list[Mapping[str, Any]] = []
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("driver") != DRIVER or spec.get("nodeName") not in wanted:
+            continue
+        pool = spec.get("pool") or {}
+        name, generation = str(pool.get("name", "")), int(pool.get("generation", 0))
+        newest[name] = max(newest.get(name, generation), generation)
+        mine.append(spec)
+    found: Counter[str] = Counter()
+    for spec in mine:
+        pool = spec.get("pool") or {}
+        if int(pool.get("generation", 0)) != newest[str(pool.get("name", ""))]:
+            continue
+        for device in spec.get("devices") or []:
+            attrs = device.get("attributes") or {}
+            kind = _text(attrs, "type")
+            if kind == GPU:
+                found[GPU] += 1
+            elif kind == "mig" and _text(attrs, "profile"):
+                found[_text(attrs, "profile")] += 1
+    return found
+
+
+def without_driver(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> tuple[str, ...]:
+    """The nodes (sorted) with no ResourceSlice of the driver."""
+    published = {
+        (item.get("spec") or {}).get("nodeName")
+        for item in slices
+        if (item.get("spec") or {}).get("driver") == DRIVER
+    }
+    return tuple(sorted(set(nodes) - published))
+
+
+def _text(attrs: Mapping[str, Any], name: str) -> str:
+    value = attrs.get(name) or attrs.get(f"{DRIVER}/{name}") or {}
+    return str(value.get("string", "")) if isinstance(value, Mapping) else ""
