@@ -1,7 +1,8 @@
 """Which ResourceQuota key enforces a TenantQuota resource, and what kind of resource it is.
 
 A TenantQuota names three kinds of resources, and the API server's quota
-system counts each under a different key (dra.md §3):
+system counts each under a different key (kube-apiserver 1.34,
+``pkg/quota/v1/evaluator/core/resource_claims.go``):
 
 - an extended resource (``nvidia.com/mig-1g.10gb``) is counted from pod
   requests, and quota accepts it only as ``requests.<resource>``;
