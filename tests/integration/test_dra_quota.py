@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from builders import custom
+from builders.dra import DeviceClassWrapper, ResourceSliceWrapper
 from tessera.adapters.kube import ApiError, Kube, path_of
 
 from .conftest import OperatorProcess
@@ -28,8 +29,10 @@ CLAIMS = "count/resourceclaims.resource.k8s.io"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
 RESOURCE = "/apis/resource.k8s.io/v1"
 SPACES = ("dq-1", "dq-2")
-SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
-MIG_SELECTOR = f"{SELECTOR} && device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+MIG_SELECTOR = (  # Tessera's selector form for MIG 1g.10gb (the quota reads any class of it)
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig' "
+    "&& device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+)
 
 
 def _claim(name: str, count: int = 1) -> dict[str, Any]:
@@ -155,33 +158,28 @@ def test_concurrent_claims_in_two_namespaces_never_exceed_the_total(
 def test_status_capacity_counts_the_devices_the_slices_offer_the_class(
     kube: Kube, tenant: str
 ) -> None:
-    kube.create(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": MIG_SELECTOR}}]},
-        },
-    )
-    devices = [
-        {"name": f"gpu-0-mig-1g10gb-19-{i}", "attributes": _mig("1g.10gb")} for i in range(3)
-    ] + [{"name": "gpu-1", "attributes": {"type": {"string": "gpu"}}}]
-    kube.create(
-        f"{RESOURCE}/resourceslices",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": "dq-node-gpu.nvidia.com"},
-            "spec": {
-                "driver": "gpu.nvidia.com",
-                "nodeName": "dq-node",
-                "pool": {"name": "dq-node", "generation": 1, "resourceSliceCount": 1},
-                "devices": devices,
-            },
-        },
-    )
+    made = [
+        (f"{RESOURCE}/deviceclasses", DeviceClassWrapper(CLASS).selector(MIG_SELECTOR).obj()),
+        (
+            f"{RESOURCE}/resourceslices",
+            ResourceSliceWrapper("dq-node")
+            .mig(0, "1g.10gb", 0)
+            .mig(0, "1g.10gb", 1)
+            .mig(0, "1g.10gb", 2)
+            .gpu(1)
+            .obj(),
+        ),
+    ]
+    for path, body in made:
+        kube.create(path, body)
+    try:
+        _capacity_follows_the_slices(kube)
+    finally:  # a hand-made class of a Tessera name would be another test's Conflict
+        for path, body in made:
+            kube.delete(f"{path}/{body['metadata']['name']}")
 
+
+def _capacity_follows_the_slices(kube: Kube) -> None:
     def offered() -> int:  # the observer: 1g.10gb MIG devices of every slice of the driver
         return sum(
             1
@@ -201,7 +199,3 @@ def test_status_capacity_counts_the_devices_the_slices_offer_the_class(
     assert CLAIMS not in got, got  # an object count has no capacity: never a made-up 0
     over = condition(kube.get_or_none(f"{TQ}/dq"), "Overcommitted")
     assert over is not None and over["status"] == "False", over
-
-
-def _mig(profile: str) -> dict[str, Any]:
-    return {"type": {"string": "mig"}, "profile": {"string": profile}}
