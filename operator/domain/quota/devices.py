@@ -49,7 +49,8 @@ def capacity(
     the devices the slices offer it; resources of unreadable classes are left out."""
     by_name = {c["metadata"]["name"]: c for c in classes}
     current = list(slices)
-    devices = dra_slices.selected(current, {(s.get("spec") or {}).get("nodeName") for s in current})
+    nodes = {str((s.get("spec") or {}).get("nodeName", "")) for s in current}
+    devices = dra_slices.selected(current, nodes)
     out: dict[str, int] = {}
     for resource in resources:
         name = device_class(resource)

@@ -134,7 +134,7 @@ def status(
             "used": _text(used),
             "total": _text(counts(spec.total or {}, what="spec.total")),
             "capacity": {
-                r: str(n) for r in resources if (n := capacity_of(r, capacity)) is not None
+                r: str(known) for r in resources if (known := capacity_of(r, capacity)) is not None
             },
             "perNamespace": [r.model_dump(by_alias=True) for r in rows],
             "conditions": list(conditions),
