@@ -4,13 +4,13 @@ each pool's nodes will hold, predicted per GPU from the geometry."""
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from preview_builders import T0, gpu_nodes, world
 
 from builders import LAYOUT_A, LAYOUT_B
 from builders.dra import DeviceClassWrapper, ResourceSliceWrapper, dra_policy, dra_pool
-from tessera.api import constants as c
 from tessera.domain import dra, preview
 from tessera.domain.preview import Preview
 
@@ -127,11 +127,25 @@ def test_pruning_the_last_dra_pool_deletes_its_classes(prune: bool) -> None:
 
 def test_a_cluster_without_dra_reads_nothing_and_says_nothing() -> None:
     result = preview.preview(world(*gpu_nodes("inf", 1)), [], T0)
-    assert result.device_classes == () and not result.changed
-    assert c.GROUP  # the plain world has no DeviceClass at all
+    assert result.device_classes == () and not result.changed and result.capacity == {}
 
 
 def _spec(manifest: dict[str, Any]) -> Any:
     from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 
     return NodePoolGeometrySpec.model_validate(manifest["spec"])
+
+
+def test_a_snapshot_keeps_classes_and_slices_and_plans_the_same() -> None:
+    from tessera.domain import snapshot
+
+    pool = dra_pool("inf").layout(LAYOUT_B).obj()
+    theirs = DeviceClassWrapper(MIG1).obj()
+    slice_ = ResourceSliceWrapper("inf-0").mig(0, "1g.10gb").obj()
+    slice_["spec"]["devices"][0]["capacity"] = {"memory": {"value": "10Gi"}}
+    live = world(*gpu_nodes("inf", 1), theirs, slice_)
+    saved = world(*(snapshot.minimal(o) for o in live.items()))
+    assert saved.device_classes == (theirs,)
+    [kept] = saved.slices
+    assert kept["spec"]["devices"] == [{"name": "gpu-0-mig-1g10gb-19-0", "attributes": ANY}]
+    assert preview.preview(saved, [pool], T0) == preview.preview(live, [pool], T0)
