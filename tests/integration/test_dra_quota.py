@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from builders import custom
+from builders import DeploymentWrapper, custom
 from builders.dra import DeviceClassWrapper, ResourceSliceWrapper
 from tessera.adapters.kube import ApiError, Kube, path_of
 
@@ -29,6 +29,7 @@ CLAIMS = "count/resourceclaims.resource.k8s.io"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
 RESOURCE = "/apis/resource.k8s.io/v1"
 SPACES = ("dq-1", "dq-2")
+NO_NODES = "qa-no-nodes"  # a pool label no node carries: the tenant's pods stay Pending
 MIG_SELECTOR = (  # Tessera's selector form for MIG 1g.10gb (the quota reads any class of it)
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig' "
     "&& device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
@@ -153,6 +154,61 @@ def test_concurrent_claims_in_two_namespaces_never_exceed_the_total(
     assert _requested(kube) == 2
     assert not attempt("dq-1") and not attempt("dq-2")
     assert _requested(kube) == 2
+
+
+def test_a_pods_template_claim_over_the_limit_waits_until_a_pod_is_deleted(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    """What a user's pods meet: kube-controller-manager creates each pod's claim from its
+    template, quota admission refuses the one over the limit and that pod stays Pending with
+    no claim; deleting the first pod (its claim goes with it) lets the second one's in."""
+    namespace(kube, "dt-1", {"tessera.io/tenant": "dt"})
+    spec = {"namespaceSelector": {"matchLabels": {"tessera.io/tenant": "dt"}}, "hard": {DEVICES: 1}}
+    kube.create(TQ, custom("TenantQuota", "dt", spec))
+    eventually(lambda: _hard_of(kube, "dt-1", "dt") == {DEVICES: "1"}, 60, "dt's quota enforced")
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-slice"},
+        "spec": {"spec": _claim("unused")["spec"]},
+    }
+    kube.create(f"{RESOURCE}/namespaces/dt-1/resourceclaimtemplates", template)
+    kube.create(path_of("v1", "pods", namespace="dt-1"), _pod("first"))
+    eventually(lambda: _claims_of(kube, "first"), 60, "first's claim created")
+    kube.create(path_of("v1", "pods", namespace="dt-1"), _pod("second"))
+
+    def refused() -> str | None:
+        events = kube.list(
+            path_of("v1", "events", namespace="dt-1"),
+            field_selector="involvedObject.name=second,reason=FailedResourceClaimCreation",
+        )
+        return next((e["message"] for e in events if "exceeded quota" in e["message"]), None)
+
+    message = eventually(refused, 60, "second's claim refused by quota")
+    assert "exceeded quota: tessera-dt" in message and DEVICES in message, message
+    assert not _claims_of(kube, "second")
+    kube.delete(path_of("v1", "pods", "first", "dt-1"))
+    eventually(lambda: _claims_of(kube, "second"), 120, "second's claim once first is gone")
+    assert len(kube.list(f"{RESOURCE}/namespaces/dt-1/resourceclaims")) <= 1
+
+
+def _pod(name: str) -> dict[str, Any]:
+    """A pod whose claim comes from template one-slice; no node carries its pool: Pending."""
+    spec = DeploymentWrapper(name).pool(NO_NODES).obj()["spec"]["template"]["spec"]
+    spec["resourceClaims"] = [{"name": "mig", "resourceClaimTemplateName": "one-slice"}]
+    spec["containers"][0]["resources"] = {"claims": [{"name": "mig"}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _claims_of(kube: Kube, pod: str) -> list[Any]:
+    found = kube.get_or_none(path_of("v1", "pods", pod, "dt-1")) or {}
+    return list((found.get("status") or {}).get("resourceClaimStatuses") or [])
+
+
+def _hard_of(kube: Kube, ns: str, tenant: str) -> dict[str, str]:
+    quota = kube.get_or_none(path_of("v1", "resourcequotas", f"tessera-{tenant}", ns)) or {}
+    enforced = (quota.get("status") or {}).get("hard") or {}
+    return dict(enforced) if enforced == (quota.get("spec") or {}).get("hard") else {}
 
 
 def test_status_capacity_counts_the_devices_the_slices_offer_the_class(
