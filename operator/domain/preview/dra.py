@@ -80,7 +80,7 @@ def previews(
     problems = {who: tuple(str(p) for p in found) for who, found in desired.problems.items()}
     named = {m["metadata"]["name"] for m in manifests if m["kind"] == POOL}
     now = {n: dra_slices.selected(before.slices, members.get(n, ())) for n in dra_pools}
-    then = {n: _predicted(after, s, members.get(n, ())) for n, s in dra_pools.items()}
+    then = {n: _predicted(before, after, s, members.get(n, ())) for n, s in dra_pools.items()}
     devices = {
         n: {
             naming.geometry_class(what): (now[n].get(what, 0), then[n].get(what, 0))
@@ -128,9 +128,12 @@ def _slice_nodes(cluster: Cluster) -> set[str]:
     return {str((s.get("spec") or {}).get("nodeName", "")) for s in cluster.slices}
 
 
-def _predicted(after: Cluster, spec: NodePoolGeometrySpec, nodes: Sequence[str]) -> Counter[str]:
-    """The devices ``nodes`` will publish once ``spec`` is applied; a node whose layout is
-    invalid publishes nothing new (the geometry preview names why)."""
+def _predicted(
+    before: Cluster, after: Cluster, spec: NodePoolGeometrySpec, nodes: Sequence[str]
+) -> Counter[str]:
+    """The devices ``nodes`` will publish once ``spec`` is applied. A node the layout cannot
+    be applied to (unknown model, layout that does not fit: the geometry preview names why)
+    is never repartitioned, so it keeps publishing what it does now."""
     layouts = tuple(spec.mig.layouts) if spec.mig else WHOLE_GPUS
     by_name = {n["metadata"]["name"]: n for n in after.nodes}
     found: Counter[str] = Counter()
@@ -138,11 +141,12 @@ def _predicted(after: Cluster, spec: NodePoolGeometrySpec, nodes: Sequence[str])
         labels = by_name[node]["metadata"].get("labels") or {}
         try:
             model = catalog.resolve(labels.get(c.GPU_PRODUCT_LABEL, ""))
-        except catalog.UnknownModelError:
-            continue
-        count = int(labels.get(c.GPU_COUNT_LABEL, "0") or 0)
-        verdict = capacity.validate_mig_node(model, count, layouts)
-        if not verdict.valid:
+            count = int(labels.get(c.GPU_COUNT_LABEL, "0") or 0)
+            verdict = capacity.validate_mig_node(model, count, layouts)
+        except (catalog.UnknownModelError, ValueError):
+            verdict = None
+        if verdict is None or not verdict.valid:
+            found.update(dra_slices.selected(before.slices, (node,)))
             continue
         for gpu in verdict.placements:
             found[naming.GPU] += 0 if gpu.instances else 1

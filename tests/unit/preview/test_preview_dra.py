@@ -149,3 +149,12 @@ def test_a_snapshot_keeps_classes_and_slices_and_plans_the_same() -> None:
     [kept] = saved.slices
     assert kept["spec"]["devices"] == [{"name": "gpu-0-mig-1g10gb-19-0", "attributes": ANY}]
     assert preview.preview(saved, [pool], T0) == preview.preview(live, [pool], T0)
+
+
+def test_a_node_the_layout_does_not_fit_keeps_what_it_publishes() -> None:
+    too_big = {"mig": {"layouts": [{"profiles": {"7g.80gb": 2}}]}}  # one 7g per H100
+    pool = dra_pool("inf").layout(too_big).obj()
+    slice_ = ResourceSliceWrapper("inf-0").gpu(0).gpu(1).obj()
+    result = preview.preview(world(*gpu_nodes("inf", 1), slice_), [pool], T0)
+    assert result.objects[0].devices == {"gpu.tessera.io": (2, 2)}
+    assert result.objects[0].problems  # the geometry preview says why
