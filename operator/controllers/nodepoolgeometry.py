@@ -29,7 +29,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
 from tessera.domain.conditions import Verdict, landed
 
-from . import evictions, skeleton, skipping
+from . import dra_classes, evictions, skeleton, skipping
 from . import rollout_driver as driver
 from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
@@ -76,9 +76,18 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
     applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
     evictions.announce_held(ctx, ref_of(obj), plan.nodes)
     verdict = landed(_verdict(name, spec, seen, plan), applied)
+    status = _status(obj, plan, seen.targets)
+    synced = dra_classes.sync(ctx, nodes)  # every pass: classes are shared by pools, policies
+    if spec.allocation == "DRA":
+        verdict, status["deviceClasses"] = dra_classes.pool_part(ctx, synced, name, seen, verdict)
+    else:
+        verdict = synced.verdict(dra_classes.declarer(KIND, name)) or verdict
     driver.export_phases(KIND, name, plan)
     result = Result(plan.requeue_after, starved=bool(plan.short_of_room))
-    return skeleton.Outcome(verdict, _status(obj, plan, seen.targets), result)
+    if verdict.reason == dra_classes.WAITING_FOR_DRIVER:  # no watch wakes it on a slice: look
+        soon = min(plan.requeue_after or ctx.settings.resync_seconds, ctx.settings.resync_seconds)
+        result = Result(soon, starved=result.starved)
+    return skeleton.Outcome(verdict, status, result)
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -89,8 +98,10 @@ def finalize(ctx: Context, name: str) -> bool:
     except ValidationError:
         policy = RolloutSpec()  # the spec never parsed: back out with the defaults
     owner = owner_id(name)
-    views = [cluster.pool_view(n, {}) for n in list_nodes(ctx.kube)]
+    nodes = list_nodes(ctx.kube)
+    views = [cluster.pool_view(n, {}) for n in nodes]
     mine = [v for v in views if cluster.touched_by(v, owner)]
+    dra_classes.sync(ctx, nodes, without=dra_classes.declarer(KIND, name))  # its classes go
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
@@ -112,10 +123,14 @@ def _sharing(ctx: Context) -> Mapping[str, Any]:
 
 def _inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
     """What a pass reads besides the Nodes (``skipping``): the pool as written (status too,
-    should a hand clear it), every pool's spec, the device-plugin and agent ConfigMaps."""
+    should a hand clear it), every pool's and policy's spec, the device-plugin and agent
+    ConfigMaps, the DeviceClasses (and a DRA pool's ResourceSlices: ``dra_classes.inputs``)."""
+    dra = (obj.get("spec") or {}).get("allocation") == "DRA"
     return (
         obj["metadata"].get("resourceVersion"),
         skipping.generations(ctx.kube, custom_path(PLURAL)),
+        skipping.generations(ctx.kube, custom_path("sharingpolicies")),
+        dra_classes.inputs(ctx, slices=dra),
         skipping.configmap(ctx.kube, ctx.settings.device_plugin_configmap),
         skipping.configmap(ctx.kube, ctx.settings.mig_configmap),
         skipping.configmap(ctx.kube, ctx.settings.vnpu_configmap),

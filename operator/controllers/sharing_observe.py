@@ -29,7 +29,7 @@ from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
 
-from . import skipping
+from . import dra_classes, skipping
 from .runtime import Context, custom_path, list_nodes, ref_of
 
 PLURAL = "sharingpolicies"
@@ -91,7 +91,8 @@ def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
 
 def inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
     """What a pass reads besides the Nodes (``skipping``): the policy as written (status
-    too, should a hand clear it), every policy's and pool's spec, the three ConfigMaps."""
+    too, should a hand clear it), every policy's and pool's spec, the three ConfigMaps, and
+    the DeviceClasses (a class deleted or made by hand re-runs the class sync)."""
     hns, kube = ctx.settings.hami_namespace, ctx.kube
     return (
         obj["metadata"].get("resourceVersion"),
@@ -100,6 +101,7 @@ def inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
         skipping.configmap(kube, ctx.settings.device_plugin_configmap),
         skipping.configmap(kube, (hns, c.HAMI_NVIDIA_CONFIGMAP_NAME)),
         skipping.configmap(kube, (hns, c.HAMI_ASCEND_CONFIGMAP_NAME)),
+        dra_classes.inputs(ctx, slices=False),
     )
 
 
@@ -126,18 +128,22 @@ def _policies(
         except ValidationError:
             continue  # that policy reports its own InvalidSpec
         pool: LabelSelector | None = None
+        dra = False
         if spec.pool_ref is not None:
-            pool = _pool_selector(ctx, spec.pool_ref.name)
+            pool, dra = _pool_selector(ctx, spec.pool_ref.name)
             if pool is None:
                 missing[meta["name"]] = spec.pool_ref.name
-        out.append(Policy(meta["name"], spec, pool))
+        out.append(Policy(meta["name"], spec, pool, dra))
     return out, missing, refs
 
 
-def _pool_selector(ctx: Context, pool: str) -> LabelSelector | None:
+def _pool_selector(ctx: Context, pool: str) -> tuple[LabelSelector | None, bool]:
+    """The pool's nodeSelector, and whether the pool has ``allocation: DRA``."""
     obj = ctx.kube.get_or_none(custom_path("nodepoolgeometries", pool))
-    selector = ((obj or {}).get("spec") or {}).get("nodeSelector")
-    return LabelSelector.model_validate(selector) if selector is not None else None
+    spec = (obj or {}).get("spec") or {}
+    selector = spec.get("nodeSelector")
+    found = LabelSelector.model_validate(selector) if selector is not None else None
+    return found, spec.get("allocation") == "DRA"
 
 
 def _document(ctx: Context, namespace: str, name: str, key: str) -> Document:

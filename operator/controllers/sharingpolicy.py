@@ -25,7 +25,7 @@ from tessera.domain.sharing.assignment import assign
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
-from . import rollout_driver, sharing_apply, sharing_observe, sharing_rollout, skeleton
+from . import dra_classes, rollout_driver, sharing_apply, sharing_observe, sharing_rollout, skeleton
 from .runtime import Context, Result, custom_path, ref_of
 
 PLURAL = sharing_observe.PLURAL
@@ -51,6 +51,9 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
         rolled = sharing_rollout.run(ctx, obj, spec, plan, snap.facts, snap.nodes)
     summary = status.summarize(plan, name, snap.facts.values())
     verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
+    synced = dra_classes.sync(ctx, snap.nodes.values())  # classes are shared: every pass
+    on_dra = any(p.name == name and p.dra_pool for p in snap.policies)
+    verdict = _dra_verdict(verdict, synced, name) if on_dra else verdict
     actions = len(rolled.actions) if rolled is not None else 0
     log.info(
         "sharingpolicy/%s: pass done: %d config write(s), %d rollout action(s)",
@@ -63,7 +66,10 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     busy = rolled is not None and rolled.requeue_after is not None
     starved = rolled is not None and bool(rolled.short_of_room)
     result = Result(ROLLING_REQUEUE if busy else None, starved=starved)
-    return skeleton.Outcome(verdict, _status(obj, summary), result)
+    found = _status(obj, summary)
+    if on_dra:
+        found["deviceClasses"] = list(synced.classes_of(dra_classes.declarer(KIND, name)))
+    return skeleton.Outcome(verdict, found, result)
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -75,6 +81,7 @@ def finalize(ctx: Context, name: str) -> bool:
     with _LOCK, span("finalize", kind=KIND, name=name):
         obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
         snap, _, _ = _converge(ctx, obj, without=name)
+        dra_classes.sync(ctx, snap.nodes.values(), without=dra_classes.declarer(KIND, name))
         done = obj is None or sharing_rollout.release_all(ctx, obj, snap.nodes)
         for state in STATES:
             try:
@@ -163,6 +170,18 @@ def _verdict(base: Verdict, rolled: rollout.Plan | None, missing_pool: str | Non
     if rolled is None or base.state == "stalled" or rolled.verdict.state == "ready":
         return base
     return Verdict(rolled.verdict.state, rolled.verdict.reason, rolled.verdict.message, base.extra)
+
+
+def _dra_verdict(base: Verdict, synced: dra_classes.Synced, name: str) -> Verdict:
+    """A policy on a DRA pool: its classes' problems, else which classes carry its config."""
+    who = dra_classes.declarer(KIND, name)
+    found = synced.verdict(who)
+    if found is not None:
+        return Verdict(found.state, found.reason, found.message, base.extra)
+    if base.state != "ready":
+        return base
+    text = f"DeviceClass(es) {', '.join(synced.classes_of(who))} carry its sharing config"
+    return Verdict("ready", "Applied", text, base.extra)
 
 
 def _status(obj: Obj, summary: status.Summary) -> dict[str, Any]:

@@ -7,7 +7,9 @@
 * ``classes``   the desired set from every pool and policy (``desired_classes``);
 * ``diff``      observed Tessera-owned classes → creates, updates, deletes, name conflicts;
                 what the API server stored against what was sent (``dropped``);
-* ``slices``    devices of the driver ``gpu.nvidia.com`` counted from ResourceSlices.
+* ``slices``    devices of the driver ``gpu.nvidia.com`` counted from ResourceSlices;
+* ``verdicts``  each declarer's conditions after a sync (Conflict, FieldDropped, refused,
+                WaitingForDriver) and a pool's ``status.deviceClasses``.
 """
 
 from .classes import DesiredClass, DesiredClasses, PoolInput, Problem, desired_classes, provides

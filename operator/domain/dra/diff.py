@@ -7,7 +7,7 @@ one declares any more is deleted, unless a refused (``held``) declarer still nam
 
 After each write the controller compares what the API server stored with what it sent
 (``dropped``): on 1.34 a field of a disabled alpha feature gate is silently removed
-(dra.md §1.2), which must be a ``Stalled`` ``FieldDropped`` naming field and gate.
+(docs/dra.md §What the API server drops), which must be a ``Stalled`` ``FieldDropped`` naming field and gate.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 DRA has no node attribute on a device, so a class cannot be narrowed to one pool's nodes:
 classes are per *profile*, shared by every DRA pool whose geometry provides it. Selectors
 read ``device.driver`` first, then the type, then the one attribute that type is known to
-carry (an attribute a device lacks is a CEL runtime error that blocks the pod, dra.md §2).
+carry (an attribute a device lacks is a CEL runtime error that blocks the pod; docs/dra.md §Selectors).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Tessera's own check of each selector it generates, before the API server or a scheduler sees it.
 
 The API server accepts selectors that fail only when kube-scheduler evaluates them (an
-attribute a device lacks, a wrongly typed read, dra.md §2). A selector here must be at most
+attribute a device lacks, a wrongly typed read: docs/dra.md §Selectors). A selector here must be at most
 10 KiB, read ``device.driver`` first and the type second, read only attributes the driver
-publishes for that type (dra.md §5.3), and compare them with single-quoted literals free of
+publishes for that type (docs/dra.md §Selectors), and compare them with single-quoted literals free of
 quotes and backslashes. Problems are reported (the class is not written), never raised.
 """
 

@@ -1,7 +1,7 @@
 """A SharingPolicy's opaque config for NVIDIA's DRA driver, checked with the driver's own rules.
 
 Rendered as ``resource.nvidia.com/v1beta1`` ``GpuConfig`` (whole GPUs) or ``MigDeviceConfig``
-(MIG devices), field names as the driver decodes them strictly (dra.md §5.6). Backend
+(MIG devices), field names as the driver decodes them strictly (docs/dra.md §Sharing configs). Backend
 Exclusive renders no config. The checks mirror the driver's ``Validate`` (and the limits it
 checks later, at prepare), so a config it would refuse on the node — after the pod is bound
 — is refused here, naming the field, before any class is written:
@@ -84,6 +84,9 @@ def validate(
 ) -> tuple[Issue, ...]:
     """The driver's refusals of this policy's config on ``pool``, each naming the field."""
     backend, dra = spec.backend, spec.dra
+    if backend == "HAMiCore":
+        why = "backend HAMiCore has no DRA form: NVIDIA's DRA driver shares by TimeSlicing or MPS"
+        return (("spec.backend", f"{why} (pool {pool} has allocation: DRA)"),)
     if backend not in _GATES:
         return ()
     issues: list[Issue] = []

@@ -1,7 +1,7 @@
 """What the pool's nodes publish as devices of the driver ``gpu.nvidia.com`` (ResourceSlices).
 
 The driver publishes one pool per node (``spec.pool.name``) in one or more slices; consumers
-read only the highest ``generation`` of each pool (dra.md §1.5). ``devices`` counts, per
+read only the highest ``generation`` of each pool (docs/dra.md §Device counts). ``devices`` counts, per
 class, what its selector selects there — a whole GPU (``type == gpu``) or a MIG device of
 one profile — and ``without_driver`` names the nodes that publish nothing yet.
 """

@@ -54,11 +54,12 @@ def policies(objects: Cluster) -> list[Policy]:
             spec = SharingPolicySpec.model_validate(obj.get("spec") or {})
         except ValidationError:
             continue
-        selector = None
+        selector, dra = None, False
         if spec.pool_ref is not None:
-            raw = ((pools.get(spec.pool_ref.name) or {}).get("spec") or {}).get("nodeSelector")
+            pool = (pools.get(spec.pool_ref.name) or {}).get("spec") or {}
+            raw, dra = pool.get("nodeSelector"), pool.get("allocation") == "DRA"
             selector = LabelSelector.model_validate(raw) if raw is not None else None
-        out.append(Policy(name, spec, selector))
+        out.append(Policy(name, spec, selector, dra))
     return out
 
 

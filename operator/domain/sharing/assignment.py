@@ -23,11 +23,14 @@ from .nodes import NodeFacts
 @dataclass(frozen=True)
 class Policy:
     """A SharingPolicy by name; ``pool_selector`` is the resolved ``poolRef``
-    (the NodePoolGeometry's nodeSelector), which the controller looks up."""
+    (the NodePoolGeometry's nodeSelector), which the controller looks up; ``dra_pool``:
+    that pool has ``allocation: DRA``, so the policy renders DeviceClasses
+    (``tessera.domain.dra``), never a device-plugin config or label."""
 
     name: str
     spec: SharingPolicySpec
     pool_selector: LabelSelector | None = None
+    dra_pool: bool = False
 
     @property
     def selector(self) -> LabelSelector | None:

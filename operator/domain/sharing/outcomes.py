@@ -2,7 +2,8 @@
 
 A policy yields at most one device-plugin config (under its content-hashed
 key), or HAMi ``nodeconfig`` fields, plus Ascend fields when ``ascend`` is
-set. Errors found here hold every node of the policy; errors that depend on a
+set. A policy on a pool with ``allocation: DRA`` yields none of them: its nodes
+run NVIDIA's DRA driver, and its sharing goes into DeviceClasses instead. Errors found here hold every node of the policy; errors that depend on a
 node (``node_errors``, filled in by planning) hold only that node.
 """
 
@@ -38,6 +39,8 @@ class PolicyResult:
 
 def result_of(policy: Policy, mps_root: str = device_plugin.MPS_ROOT) -> PolicyResult:
     spec = policy.spec
+    if policy.dra_pool:  # the pool decides the path: DeviceClasses, no key, no label, no HAMi
+        return PolicyResult(policy.name, spec.backend)
     ascend = hami.ascend_fields(spec.ascend) if spec.ascend is not None else None
     if spec.backend == "HAMiCore":
         if spec.hami_core is None:

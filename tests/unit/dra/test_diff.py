@@ -113,3 +113,20 @@ def test_dropped_message_names_field_and_gate() -> None:
     text = dropped_message("gpu.tessera.io", ["spec.extendedResourceName"])
     assert "spec.extendedResourceName" in text
     assert "DRAExtendedResource" in text
+
+
+def test_a_converged_cluster_of_a_thousand_pools_needs_no_write() -> None:
+    pools = {f"p{i}": pool(LAYOUT_B if i % 3 else None, mps=True) for i in range(1000)}
+    policies = {
+        f"s{i}": policy(f"p{i}", "MPS", mps={"defaultActiveThreadPercentage": 20})
+        for i in range(1000)
+    }
+    policies |= {f"t{i}": policy(f"p{i}", "Exclusive") for i in range(0, 1000, 7)}
+    desired = desired_classes(pools, policies)
+    observed = [
+        {**c.manifest(), "metadata": {**c.metadata(), "resourceVersion": "1"}}
+        for c in desired.classes.values()
+    ]
+    again = desired_classes(dict(reversed(pools.items())), policies)  # order does not matter
+    assert diff(again, observed).writes == 0
+    assert len(desired.classes["mig-1g.10gb.tessera.io"].declared_by) == 666

@@ -1,0 +1,57 @@
+"""DeviceClasses and ResourceSlices (``resource.k8s.io/v1``) through the one client.
+
+Thin verbs over ``Kube``: every write carries the resourceVersion it was planned from (an
+update is a PUT of the object read, a delete has a precondition), so a write that meets
+another writer is a 409 the caller re-plans from, never a lost change. A server without the
+``resource.k8s.io/v1`` API (older than 1.34, or DRA switched off) lists nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from .api_errors import ApiError, Obj
+from .kube import Kube
+
+DEVICECLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+RESOURCESLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def _listed(kube: Kube, path: str, field_selector: str | None = None) -> list[Obj]:
+    try:
+        return kube.list(path, field_selector=field_selector)
+    except ApiError as err:
+        if err.not_found:  # no resource.k8s.io/v1 on this server: nothing of it exists
+            return []
+        raise
+
+
+def list_classes(kube: Kube) -> list[Obj]:
+    return _listed(kube, DEVICECLASSES)
+
+
+def list_slices(kube: Kube, driver: str) -> list[Obj]:
+    """The ResourceSlices of ``driver`` (a field the API server selects on)."""
+    return _listed(kube, RESOURCESLICES, f"spec.driver={driver}")
+
+
+def create_class(kube: Kube, manifest: Mapping[str, Any]) -> Obj:
+    return kube.create(DEVICECLASSES, manifest)
+
+
+def replace_class(kube: Kube, current: Obj, metadata: Mapping[str, Any], spec: Obj) -> Obj:
+    """``current`` with Tessera's labels and annotations merged in and ``spec`` replaced,
+    as of its resourceVersion (others' labels and annotations are kept)."""
+    body = {**copy.deepcopy(current), "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass"}
+    meta = body["metadata"]
+    meta.setdefault("labels", {}).update(metadata.get("labels") or {})
+    meta.setdefault("annotations", {}).update(metadata.get("annotations") or {})
+    body["spec"] = spec
+    return kube.replace(f"{DEVICECLASSES}/{meta['name']}", body)
+
+
+def delete_class(kube: Kube, name: str, resource_version: str) -> None:
+    body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
+    kube.delete(f"{DEVICECLASSES}/{name}", body)

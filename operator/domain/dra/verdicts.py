@@ -1,0 +1,96 @@
+"""What a pool's or policy's conditions say about its DeviceClasses, after a class sync.
+
+A declarer is ``Stalled`` when it is refused (``InvalidConfig``, ``InvalidSelector``: nothing
+written), when a class it declares has a name held by a class Tessera does not own
+(``Conflict``, naming it), or when the API server dropped a field Tessera sent
+(``FieldDropped``). A DRA pool whose nodes publish no ResourceSlice of the driver is
+``Reconciling``, reason ``WaitingForDriver``, naming them — unless it is already stalled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tessera.api import constants as c
+from tessera.domain.conditions import Verdict
+
+from . import slices
+from .classes import POOL_KIND, DesiredClasses
+from .naming import DRIVER, declarer
+
+WAITING_FOR_DRIVER = "WaitingForDriver"
+SHOWN = 10
+
+
+@dataclass(frozen=True)
+class Synced:
+    """What one class sync found and did; each declarer's part is read with ``verdict``."""
+
+    desired: DesiredClasses = field(default_factory=DesiredClasses)
+    conflicts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Class name → its declarers, for a name held by a class Tessera does not own."""
+    dropped: Mapping[str, str] = field(default_factory=dict)
+    """Class name → the FieldDropped message."""
+    writes: int = 0
+
+    def classes_of(self, who: str) -> tuple[str, ...]:
+        return self.desired.declared.get(who, ())
+
+    def verdict(self, who: str) -> Verdict | None:
+        """Stalled, or None when nothing is wrong with the declarer's classes."""
+        problems = self.desired.problems.get(who)
+        if problems:
+            text = "; ".join(map(str, problems)) + " (no DeviceClass written)"
+            return Verdict("stalled", problems[0].reason, text)
+        taken = sorted(n for n, by in self.conflicts.items() if who in by)
+        if taken:
+            text = (
+                f"DeviceClass {', '.join(taken)} exists and is not Tessera's (no label "
+                f"{c.MANAGED_BY_LABEL}={c.MANAGED_BY_VALUE}); it is left untouched: delete or "
+                "rename it to let Tessera write its class"
+            )
+            return Verdict("stalled", "Conflict", text)
+        lost = [self.dropped[n] for n in self.classes_of(who) if n in self.dropped]
+        if lost:
+            return Verdict("stalled", "FieldDropped", "; ".join(lost))
+        return None
+
+
+def pool_classes(
+    synced: Synced, pool: str, published: Iterable[Mapping[str, Any]], nodes: Iterable[str]
+) -> list[dict[str, Any]]:
+    """``status.deviceClasses`` of a pool: its geometry classes, devices on its nodes."""
+    counted = slices.selected(published, nodes)
+    out = []
+    for name in synced.classes_of(declarer(POOL_KIND, pool)):
+        selects = synced.desired.classes[name].selects
+        out.append({"name": name, "selects": selects, "devices": counted.get(selects, 0)})
+    return out
+
+
+def pool_verdict(
+    synced: Synced,
+    pool: str,
+    published: Iterable[Mapping[str, Any]],
+    nodes: Iterable[str],
+    base: Verdict,
+) -> Verdict:
+    """The DRA pool's verdict: its classes' problems first, then nodes without the driver."""
+    found = synced.verdict(declarer(POOL_KIND, pool))
+    if found is not None:
+        return Verdict(found.state, found.reason, found.message, base.extra)
+    if base.state == "stalled":
+        return base
+    waiting = slices.without_driver(published, nodes)
+    if not waiting:
+        return base
+    shown = ", ".join(waiting[:SHOWN])
+    if len(waiting) > SHOWN:
+        shown += f" and {len(waiting) - SHOWN} more"
+    text = (
+        f"node(s) {shown} publish no ResourceSlice of driver {DRIVER}: is NVIDIA's DRA "
+        "driver's kubelet plugin running there?"
+    )
+    return Verdict("progressing", WAITING_FOR_DRIVER, text, base.extra)
