@@ -7,9 +7,9 @@ from typing import Any
 from unittest.mock import ANY
 
 import pytest
-from preview_builders import T0, gpu_nodes, world
+from preview_builders import T0, gpu_nodes, namespace, world
 
-from builders import LAYOUT_A, LAYOUT_B
+from builders import LAYOUT_A, LAYOUT_B, TenantQuotaWrapper
 from builders.dra import DeviceClassWrapper, ResourceSliceWrapper, dra_policy, dra_pool
 from tessera.domain import dra, preview
 from tessera.domain.preview import Preview
@@ -158,3 +158,29 @@ def test_a_node_the_layout_does_not_fit_keeps_what_it_publishes() -> None:
     result = preview.preview(world(*gpu_nodes("inf", 1), slice_), [pool], T0)
     assert result.objects[0].devices == {"gpu.tessera.io": (2, 2)}
     assert result.objects[0].problems  # the geometry preview says why
+
+
+def test_a_tenant_quota_in_dra_units_is_planned_and_compared_with_predicted_devices() -> None:
+    pool = dra_pool("inf").layout(LAYOUT_B).obj()  # 1 node x 8 x 7 = 56 devices of MIG1
+    tenant = (
+        TenantQuotaWrapper("team-a")
+        .namespaces(team="a")
+        .hard({"count/resourceclaims.resource.k8s.io": 10})
+        .total({DEV1: 100})
+        .obj()
+    )
+    cluster = world(*gpu_nodes("inf", 1), namespace("a-1", team="a"))
+    result = preview.preview(cluster, [pool, tenant], T0)
+    [tq] = [o for o in result.objects if o.kind == "TenantQuota"]
+    assert any(
+        f"{DEV1}=" in w and "count/resourceclaims.resource.k8s.io=10" in w for w in tq.writes
+    )
+    assert not any(f"requests.{DEV1}" in w for w in tq.writes)
+    [impact] = result.tenants
+    assert (
+        impact.after and f"{DEV1}: tenants team-a (100) promise 100 > capacity 56" in impact.message
+    )
+    fits = preview.preview(
+        cluster, [pool, {**tenant, "spec": {**tenant["spec"], "total": {DEV1: 56}}}], T0
+    )
+    assert fits.tenants == ()
