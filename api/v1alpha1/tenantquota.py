@@ -17,8 +17,9 @@ from .common import (
 
 _RESOURCE_KEYS = keys_matching(
     RESOURCE_NAME_PATTERN,
-    "resource names are qualified extended resources such as nvidia.com/gpu or "
-    "nvidia.com/mig-1g.10gb",
+    "resource names are qualified extended resources such as nvidia.com/mig-1g.10gb, "
+    "DRA devices of a DeviceClass such as mig-1g.10gb.tessera.io.deviceclass.resource.k8s.io/"
+    "devices, or object counts such as count/resourceclaims.resource.k8s.io",
     32,
 )
 
@@ -36,8 +37,10 @@ class TenantQuotaSpec(ApiModel):
     namespace_selector: LabelSelector = Field(description="The tenant's namespaces.")
     hard: dict[str, Count] = Field(
         default_factory=dict,
-        description="Per-namespace limit of each resource (e.g. nvidia.com/mig-1g.10gb: 4), "
-        "enforced by a ResourceQuota in every tenant namespace.",
+        description="Per-namespace limit of each resource (e.g. nvidia.com/mig-1g.10gb: 4, "
+        "mig-1g.10gb.tessera.io.deviceclass.resource.k8s.io/devices: 4, "
+        "count/resourceclaims.resource.k8s.io: 10), enforced by a ResourceQuota in every "
+        "tenant namespace.",
         json_schema_extra=_RESOURCE_KEYS,
     )
     total: dict[str, Count] | None = Field(
@@ -72,7 +75,11 @@ class TenantQuotaStatus(ApiModel):
     used: dict[str, str] = Field(default_factory=dict, description="Usage summed over namespaces.")
     total: dict[str, str] = Field(default_factory=dict, description="The tenant-wide limits.")
     capacity: dict[str, str] = Field(
-        default_factory=dict, description="What the cluster's pools advertise, per resource."
+        default_factory=dict,
+        description="What the cluster offers, per resource: extended resources summed over "
+        "the nodes' allocatable; DRA devices of a class counted in the ResourceSlices when "
+        "the class's selector is one Tessera writes (else the resource is not listed); "
+        "object counts are never listed.",
     )
     per_namespace: list[NamespaceQuota] = Field(
         default_factory=list, max_length=100, description="Limits and usage by namespace."

@@ -32,7 +32,8 @@ NO_CHANGE, ERROR, CHANGES = 0, 1, 2
 
 SNAPSHOT_HELP = (
     "Write the objects a plan reads, as YAML, to stdout: Nodes, Pods, PodDisruptionBudgets, "
-    "Namespaces, the agents' ConfigMaps, Tessera's ResourceQuotas and Tessera's objects. "
+    "Namespaces, the agents' ConfigMaps, Tessera's ResourceQuotas, DeviceClasses, "
+    "ResourceSlices (per device its name and attributes) and Tessera's objects. "
     "Each keeps only the fields planning reads — of a Pod its name, namespace, labels, owner "
     "references, node, phase, per container its resource requests and limits, its emptyDir "
     "volumes — never container env, commands, images or other volumes; no object keeps "

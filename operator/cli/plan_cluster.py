@@ -1,6 +1,7 @@
 """Where ``tessera plan`` reads the cluster from: the live API server, or a snapshot file.
 
-``read_cluster`` lists, read-only, every object a preview reads;
+``read_cluster`` lists, read-only, every object a preview reads (DeviceClasses and
+ResourceSlices too: a cluster that refuses them is an error, not a plan without DRA);
 ``tessera plan snapshot`` stores them, each reduced by ``domain.snapshot`` to
 the fields planning reads; ``load_snapshot`` reads such a file back (or a
 ``kubectl get -o yaml`` List).
@@ -15,6 +16,7 @@ from typing import Any
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 from tessera.domain import manifests
+from tessera.domain.dra import naming as dra
 from tessera.domain.preview import Cluster, Locations
 from tessera.domain.quota import objects as quota_objects
 
@@ -87,6 +89,10 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
             for k in KINDS
             for item in kube.list(f"/apis/{c.GROUP}/{c.VERSION}/{k.plural}")
         ]
+        # DRA: every class (a name Tessera wants may be someone else's) and the slices. A
+        # plan that cannot read them cannot say what it changes: an error, never "no change".
+        lists["DeviceClass"] = (dra.API, kube.list(dra.DEVICECLASSES))
+        lists["ResourceSlice"] = (dra.API, kube.list(dra.RESOURCESLICES))
     except ApiError as err:
         raise ClusterUnreadable(f"reading the cluster failed: {err}") from err
     finally:
@@ -100,6 +106,8 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
         configmaps=tuple(_typed("v1", "ConfigMap", cm) for cm in maps),
         quotas=tuple(typed["ResourceQuota"]),
         objects=tuple(_typed(c.API_VERSION, kind, o) for kind, o in tessera),
+        device_classes=tuple(typed["DeviceClass"]),
+        slices=tuple(typed["ResourceSlice"]),
     )
 
 

@@ -18,8 +18,9 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain import selectors
 from tessera.domain.conditions import Verdict
+from tessera.domain.quota import devices, objects, planning, reporting
 from tessera.domain.quota import membership as membership_
-from tessera.domain.quota import objects, planning, reporting
+from tessera.domain.quota.names import device_class, quota_key
 from tessera.domain.quota.quantities import QuantityError, accelerators, counts
 from tessera.observability import metrics
 from tessera.observability.tracing import span
@@ -29,6 +30,7 @@ from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
 PLURAL = "tenantquotas"
 KIND = "TenantQuota"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
 FAST_REQUEUE = 0.5  # waiting for the quota controller to confirm a wave
 log = logging.getLogger("tessera.tenantquota")
 _KIND = skeleton.Kind(
@@ -68,7 +70,7 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
     if wave:  # re-observe before the status claims anything about the new limits
         seen = _seen_quotas(ctx)
         plan = planning.plan(name, spec, membership, seen)
-    capacity = _capacity(ctx)
+    capacity = _capacity(ctx, {r for s in tenants.values() for r in (*s.hard, *(s.total or {}))})
     commitments = {
         t: reporting.commitment(s, len(membership.namespaces_of(t))) for t, s in tenants.items()
     }
@@ -111,12 +113,17 @@ def _seen_quotas(ctx: Context) -> list[objects.SeenQuota]:
     return [seen for q in quotas if (seen := objects.read(q)) is not None]
 
 
-def _capacity(ctx: Context) -> dict[str, int]:
-    """What the nodes advertise for accelerator resources, summed."""
+def _capacity(ctx: Context, resources: set[str]) -> dict[str, int]:
+    """What the nodes advertise for accelerator resources, summed, and what the
+    ResourceSlices offer the DeviceClasses the tenants name (only read when one does)."""
     total: dict[str, int] = {}
     for node in list_nodes(ctx.kube):
         for resource, n in accelerators(node.get("status", {}).get("allocatable") or {}).items():
             total[resource] = total.get(resource, 0) + n
+    if any(device_class(r) for r in resources):
+        classes = ctx.kube.list(f"{RESOURCE_API}/deviceclasses")
+        slices = ctx.kube.list(f"{RESOURCE_API}/resourceslices")
+        total.update(devices.capacity(resources, classes, slices))
     return total
 
 
@@ -127,7 +134,7 @@ def _written(seen: list[objects.SeenQuota], action: planning.Action) -> list[str
     """The spec.hard keys the quota being updated has now (as observed for this plan)."""
     for quota in seen:
         if quota.namespace == action.namespace and objects.quota_name(quota.tenant) == action.name:
-            return [*(f"requests.{r}" for r in quota.hard), *quota.stray]
+            return [*(quota_key(r) for r in quota.hard), *quota.stray]
     return []
 
 

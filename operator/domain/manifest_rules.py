@@ -56,8 +56,9 @@ _KEYS = {
 }
 _RESOURCES = (
     RESOURCE_NAME_PATTERN,
-    "resource names are qualified extended resources such as nvidia.com/gpu or "
-    "nvidia.com/mig-1g.10gb",
+    "resource names are qualified extended resources such as nvidia.com/mig-1g.10gb, "
+    "DRA devices of a DeviceClass such as mig-1g.10gb.tessera.io.deviceclass.resource.k8s.io/"
+    "devices, or object counts such as count/resourceclaims.resource.k8s.io",
 )
 
 

@@ -21,6 +21,8 @@ plan from the live cluster:
   annotations, data.
 * ResourceQuota (only Tessera's): name, namespace, labels, resourceVersion;
   spec and status hard, used.
+* DeviceClass: name, labels, annotations, resourceVersion; spec (selectors, config).
+* ResourceSlice: name; driver, nodeName, pool, per device its name and attributes.
 * Tessera's own objects: whole, but for the two copies above.
 
 Pure.
@@ -93,6 +95,16 @@ KEEP: Mapping[str, Tree] = {
         "metadata": {**_META, "resourceVersion": ALL},
         "spec": {"hard": ALL},
         "status": {"hard": ALL, "used": ALL},
+    },
+    "DeviceClass": {"metadata": {**_META, "annotations": ALL, "resourceVersion": ALL}, "spec": ALL},
+    "ResourceSlice": {
+        "metadata": _META,
+        "spec": {
+            "driver": ALL,
+            "nodeName": ALL,
+            "pool": ALL,
+            "devices": {"name": ALL, "attributes": ALL},
+        },
     },
 }
 

@@ -12,6 +12,7 @@ The modules form a chain, each importing only those before it (import-linter's
 "Preview is a chain" contract): ``model`` (the inputs: ``Cluster``, ``Locations``),
 ``results`` (``ObjectPreview``, ``Deletion``, ``Preview``), ``geometry_configs`` and
 ``geometry`` (NodePoolGeometry), ``sharing_configs`` and ``sharing`` (SharingPolicy),
+``dra`` (DeviceClass writes and the devices DRA pools' ResourceSlices will hold),
 ``quota`` (capacity and TenantQuota), ``prune_pools``, ``prune_sharing`` and ``prune``
 (deletions, with ``--prune``), then ``compose`` (``preview``, the whole) beside ``text``
 (the human rendering and the JSON). This package re-exports what the CLI calls.
@@ -21,10 +22,19 @@ from __future__ import annotations
 
 from .compose import preview
 from .model import Cluster, Locations, Raw
-from .results import Deletion, NodeChange, ObjectPreview, Preview, Release, TenantImpact
+from .results import (
+    ClassChange,
+    Deletion,
+    NodeChange,
+    ObjectPreview,
+    Preview,
+    Release,
+    TenantImpact,
+)
 from .text import as_json, render
 
 __all__ = [
+    "ClassChange",
     "Cluster",
     "Deletion",
     "Locations",

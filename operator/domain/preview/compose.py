@@ -8,17 +8,21 @@ against it, and last what each deletion's finalizer does. The top of the package
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 
 from tessera.api.v1alpha1.common import LabelSelector
+from tessera.domain.quota.quantities import accelerators
 
+from .dra import DraPreviews
+from .dra import previews as dra_previews
 from .geometry import previews as geometry_previews
 from .model import KIND_ORDER, Cluster, Locations, Raw
 from .prune import previews as deletions
 from .prune import pruned, without
 from .quota import allocatable_after, capacity_change
 from .quota import previews as quota_previews
-from .results import Preview
+from .results import ObjectPreview, Preview
 from .sharing import previews as sharing_previews
 
 
@@ -43,11 +47,18 @@ def preview(
     after = without(cluster.with_objects(wanted), gone)
     pools = geometry_previews(cluster, after, wanted, now, loc)
     shared = sharing_previews(cluster, after, wanted, now, loc)
+    devices = dra_previews(cluster, after, wanted, loc)
     nodes_after = allocatable_after(cluster, pools, shared, loc)
-    capacity = capacity_change(cluster, nodes_after)
+    dra_nodes = {n for members in devices.members.values() for n in members}
+    for node in cluster.nodes:  # DRA nodes' allocatable does not follow their geometry
+        if node["metadata"]["name"] in dra_nodes:
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            nodes_after[node["metadata"]["name"]] = accelerators(allocatable)
+    capacity = {**capacity_change(cluster, nodes_after), **devices.capacity}
     quotas, tenants = quota_previews(cluster, after, wanted, capacity)
     deleted = deletions(cluster, after, gone, shared, nodes_after, now, loc)
-    by_key = {(o.kind, o.name): o for o in (*pools.objects, *shared.objects, *quotas, *deleted)}
+    found = (*pools.objects, *shared.objects, *quotas, *deleted)
+    by_key = {(o.kind, o.name): _with_dra(o, devices) for o in found}
     ordered = sorted(
         (by_key[(m["kind"], m["metadata"]["name"])] for m in (*wanted, *gone)),
         key=lambda o: (KIND_ORDER.index(o.kind), o.name),
@@ -58,4 +69,22 @@ def preview(
         tenants=tenants,
         capacity=changed_capacity,
         configs=(*pools.configs, *shared.configs),
+        device_classes=devices.classes,
+        class_conflicts=tuple(
+            f"DeviceClass {name} exists and is not Tessera's (no label "
+            f"app.kubernetes.io/managed-by: tessera): {', '.join(who)} would be Stalled, "
+            "reason Conflict"
+            for name, who in sorted(devices.conflicts.items())
+        ),
     )
+
+
+def _with_dra(o: ObjectPreview, devices: DraPreviews) -> ObjectPreview:
+    """A DRA pool's capacity is what its ResourceSlices hold, not device-plugin resources;
+    a declarer whose classes are refused says why."""
+    problems = devices.problems.get(f"{o.kind}/{o.name}", ())
+    if o.kind == "NodePoolGeometry" and o.name in devices.members and o.action != "delete":
+        o = replace(
+            o, capacity_before={}, capacity_after={}, devices=devices.devices.get(o.name, {})
+        )
+    return replace(o, problems=(*o.problems, *problems)) if problems else o

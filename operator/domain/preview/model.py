@@ -44,6 +44,8 @@ class Cluster:
     configmaps: tuple[Raw, ...] = ()
     quotas: tuple[Raw, ...] = ()  # ResourceQuotas
     objects: tuple[Raw, ...] = ()  # Tessera's own kinds
+    device_classes: tuple[Raw, ...] = ()  # every DeviceClass (a name Tessera wants may be taken)
+    slices: tuple[Raw, ...] = ()  # ResourceSlices
 
     @classmethod
     def of(cls, items: Iterable[Raw]) -> Cluster:
@@ -56,6 +58,8 @@ class Cluster:
             "ConfigMap": [],
             "ResourceQuota": [],
             "tessera": [],
+            "DeviceClass": [],
+            "ResourceSlice": [],
         }
         for item in items:
             kind = item.get("kind", "")
@@ -71,6 +75,8 @@ class Cluster:
             tuple(slots["ConfigMap"]),
             tuple(slots["ResourceQuota"]),
             tuple(slots["tessera"]),
+            tuple(slots["DeviceClass"]),
+            tuple(slots["ResourceSlice"]),
         )
 
     def items(self) -> list[Raw]:
@@ -82,6 +88,8 @@ class Cluster:
             *self.configmaps,
             *self.quotas,
             *self.objects,
+            *self.device_classes,
+            *self.slices,
         ]
 
     def configmap(self, where: tuple[str, str]) -> Raw | None:

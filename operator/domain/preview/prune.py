@@ -34,6 +34,7 @@ from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain import selectors, tracking
 from tessera.domain.quota import objects as quota_objects
+from tessera.domain.quota.names import quota_key
 from tessera.domain.quota.quantities import QuantityError, counts
 
 from . import prune_pools, prune_sharing
@@ -149,5 +150,5 @@ def _limits(q: RemovedQuota) -> str:
     parts = []
     for resource, hard in sorted(q.hard.items()):
         used = q.used.get(resource)
-        parts.append(f"requests.{resource}={hard}" + (f", {used} used" if used else ""))
+        parts.append(f"{quota_key(resource)}={hard}" + (f", {used} used" if used else ""))
     return f" ({'; '.join(parts)})" if parts else ""

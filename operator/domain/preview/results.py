@@ -54,6 +54,17 @@ class Deletion:
 
 
 @dataclass(frozen=True)
+class ClassChange:
+    """A DeviceClass Tessera would create, update or delete."""
+
+    name: str
+    action: ObjectAction
+    selects: str = ""  # "gpu" or a MIG profile; empty for a delete
+    declared_by: tuple[str, ...] = ()
+    says: str = ""  # what it selects and its sharing config, in words
+
+
+@dataclass(frozen=True)
 class ObjectPreview:
     """One manifest: its object-level change and, for pools, what happens on the nodes."""
 
@@ -73,6 +84,8 @@ class ObjectPreview:
     conflicts: tuple[str, ...] = ()  # NodePoolGeometry: nodes another pool selects (exit 1)
     writes: tuple[str, ...] = ()  # other writes (ResourceQuotas), one sentence each
     deletion: Deletion | None = None  # action "delete": what its finalizer does
+    devices: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """DRA pools: per DeviceClass, devices in the nodes' ResourceSlices now -> once applied."""
 
 
 @dataclass(frozen=True)
@@ -96,16 +109,21 @@ class Preview:
     capacity: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # changed only
     configs: tuple[ConfigDiff, ...] = ()
     notes: tuple[str, ...] = ()
+    device_classes: tuple[ClassChange, ...] = ()
+    class_conflicts: tuple[str, ...] = ()  # a wanted DeviceClass name Tessera does not own
 
     @property
     def conflicts(self) -> tuple[str, ...]:
-        """Pools that would select the same nodes: an error, the plan cannot be applied."""
-        return tuple(f"{o.kind}/{o.name}: {c}" for o in self.objects for c in o.conflicts)
+        """Pools that would select the same nodes, or declare a DeviceClass someone else
+        owns: an error, the plan cannot be applied."""
+        pools = tuple(f"{o.kind}/{o.name}: {c}" for o in self.objects for c in o.conflicts)
+        return (*pools, *self.class_conflicts)
 
     @property
     def changed(self) -> bool:
         return bool(
             self.configs
+            or self.device_classes
             or any(o.action != "unchanged" or o.changes or o.writes for o in self.objects)
         )
 

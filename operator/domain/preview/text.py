@@ -28,6 +28,15 @@ def render(p: Preview) -> str:
     for obj in p.objects:
         out.extend(_object(obj))
         out.append("")
+    if p.device_classes or p.class_conflicts:
+        out.append("DeviceClasses:")
+        sign = {"create": "+", "update": "~", "delete": "-"}
+        for cls in p.device_classes:
+            by = f"; declared by {', '.join(cls.declared_by)}" if cls.declared_by else ""
+            what = f" ({cls.says}{by})" if cls.says else ""
+            out.append(f"  {sign.get(cls.action, '?')} {cls.action} {cls.name}{what}")
+        out += [f"  ! {conflict}" for conflict in p.class_conflicts]
+        out.append("")
     if p.capacity:
         out.append("Cluster capacity (what TenantQuotas are compared with):")
         width = max(len(r) for r in p.capacity)
@@ -57,6 +66,7 @@ def render(p: Preview) -> str:
         out.append(
             f"Plan: {nodes} node(s) change, {pods} pod(s) evicted, "
             f"{len(p.configs)} config(s) rewritten"
+            + (f", {len(p.device_classes)} DeviceClass(es) written" if p.device_classes else "")
             + (f", {deleted} object(s) deleted." if deleted else ".")
         )
     else:
@@ -149,6 +159,10 @@ def _deleted(o: ObjectPreview) -> list[str]:
 
 
 def _capacity(o: ObjectPreview) -> list[str]:
+    if o.devices:  # a DRA pool: what its nodes' ResourceSlices hold
+        nodes = f" on {o.nodes_total} node(s)"
+        lines = ["  ResourceSlice devices (per DeviceClass, now -> once applied):"]
+        return lines + [f"    {k}: {b} -> {a} devices{nodes}" for k, (b, a) in o.devices.items()]
     if o.capacity_before == o.capacity_after:
         return []
     keys = sorted(o.capacity_before.keys() | o.capacity_after.keys())

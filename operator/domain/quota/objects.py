@@ -1,8 +1,9 @@
 """The ResourceQuota objects Tessera owns: their name, labels and keys, read and written.
 
 One ResourceQuota per tenant namespace, named ``tessera-<tenant>``, limiting
-``requests.<resource>`` (the only form the quota system accepts for extended
-resources). Ownership is decided by labels alone: an object without both
+each resource under the key the quota system counts it by (``names.quota_key``:
+``requests.<resource>`` for extended resources, the name itself for DRA devices
+per DeviceClass and for object counts). Ownership is decided by labels alone: an object without both
 Tessera's managed-by label and the tenant label is never read as Tessera's,
 so it is never updated or deleted, even when its name collides.
 """
@@ -15,9 +16,9 @@ from typing import Any
 
 from tessera.api.constants import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TENANT_QUOTA_LABEL
 
+from .names import quota_key, resource_of
 from .quantities import quantities
 
-REQUESTS = "requests."
 NAME_PREFIX = "tessera-"
 
 
@@ -36,7 +37,7 @@ def selector() -> str:
 
 @dataclass(frozen=True)
 class SeenQuota:
-    """A Tessera-owned ResourceQuota as observed, keyed by resource (no ``requests.``)."""
+    """A Tessera-owned ResourceQuota as observed, keyed by TenantQuota resource (no ``requests.``)."""
 
     namespace: str
     tenant: str
@@ -44,7 +45,7 @@ class SeenQuota:
     enforced: Mapping[str, int] = field(default_factory=dict)  # status.hard: what admission uses
     used: Mapping[str, int] = field(default_factory=dict)  # status.used
     resource_version: str = ""
-    stray: tuple[str, ...] = ()  # spec.hard keys that are not requests.<resource>
+    stray: tuple[str, ...] = ()  # spec.hard keys Tessera never writes (``names.resource_of``)
 
     @property
     def confirmed(self) -> bool:
@@ -71,7 +72,7 @@ def read(manifest: Mapping[str, Any]) -> SeenQuota | None:
         enforced=_resources(status.get("hard") or {}, f"{where} status.hard"),
         used=_resources(status.get("used") or {}, f"{where} status.used"),
         resource_version=str(meta.get("resourceVersion", "")),
-        stray=tuple(sorted(k for k in written if not k.startswith(REQUESTS))),
+        stray=tuple(sorted(k for k in written if resource_of(k) is None)),
     )
 
 
@@ -81,12 +82,12 @@ def manifest(tenant: str, namespace: str, hard: Mapping[str, int]) -> dict[str, 
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": {"name": quota_name(tenant), "namespace": namespace, "labels": labels(tenant)},
-        "spec": {"hard": {f"{REQUESTS}{r}": str(n) for r, n in sorted(hard.items())}},
+        "spec": {"hard": {quota_key(r): str(n) for r, n in sorted(hard.items())}},
     }
 
 
 def _resources(values: Mapping[str, Any], what: str) -> dict[str, int]:
-    # Keys other than requests.<resource> are someone's edit, not Tessera's:
-    # they are reported as ``stray`` and dropped by the next write.
-    kept = {k.removeprefix(REQUESTS): v for k, v in values.items() if k.startswith(REQUESTS)}
+    # Keys Tessera never writes are someone's edit: they are reported as ``stray``
+    # and dropped by the next write.
+    kept = {r: v for k, v in values.items() if (r := resource_of(k)) is not None}
     return quantities(kept, what=what)

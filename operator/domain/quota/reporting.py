@@ -7,8 +7,11 @@ the quota controller maintain; Tessera does not count pods itself.
 
 ``Overcommitted`` compares what all tenants together promise with what the
 cluster's pools advertise. A tenant promises its ``total`` where it has one,
-else ``hard`` times its namespaces. A resource nothing advertises has capacity
-0. Overcommitment is allowed (quotas are ceilings, not reservations), so it is
+else ``hard`` times its namespaces. An extended resource nothing advertises
+has capacity 0; DRA devices of a class count what the ResourceSlices offer it
+(``devices.capacity``). Object counts (``count/...``) and DRA classes whose
+selector Tessera cannot read have no capacity: they are neither compared nor
+listed in ``status.capacity``, never shown as a made-up 0. Overcommitment is allowed (quotas are ceilings, not reservations), so it is
 reported beside ``Ready``, never as a failure.
 """
 
@@ -20,6 +23,7 @@ from tessera.api.v1alpha1.tenantquota import NamespaceQuota, TenantQuotaSpec, Te
 from tessera.domain.conditions import Status, Verdict
 
 from .membership import Membership
+from .names import is_extended
 from .objects import SeenQuota
 from .planning import Plan
 from .quantities import counts
@@ -37,6 +41,13 @@ def commitment(spec: TenantQuotaSpec, namespaces: int) -> dict[str, int]:
     return promised
 
 
+def capacity_of(resource: str, capacity: Mapping[str, int]) -> int | None:
+    """The capacity ``resource`` is compared with; None when nobody can say."""
+    if resource in capacity:
+        return capacity[resource]
+    return 0 if is_extended(resource) else None
+
+
 def overcommitted(
     tenant: str, commitments: Mapping[str, Mapping[str, int]], capacity: Mapping[str, int]
 ) -> tuple[str, Status, str, str]:
@@ -44,8 +55,8 @@ def overcommitted(
     over: list[str] = []
     for resource in sorted(commitments.get(tenant, {})):
         takers = {t: c[resource] for t, c in sorted(commitments.items()) if c.get(resource)}
-        promised, advertised = sum(takers.values()), capacity.get(resource, 0)
-        if promised > advertised:
+        promised, advertised = sum(takers.values()), capacity_of(resource, capacity)
+        if advertised is not None and promised > advertised:
             named = ", ".join(f"{t} ({n})" for t, n in list(takers.items())[:_NAMED])
             more = len(takers) - _NAMED
             named += f" and {more} more" if more > 0 else ""
@@ -122,7 +133,9 @@ def status(
             "contested": shared[:ROWS],
             "used": _text(used),
             "total": _text(counts(spec.total or {}, what="spec.total")),
-            "capacity": {r: str(capacity.get(r, 0)) for r in resources},
+            "capacity": {
+                r: str(known) for r in resources if (known := capacity_of(r, capacity)) is not None
+            },
             "perNamespace": [r.model_dump(by_alias=True) for r in rows],
             "conditions": list(conditions),
         }
