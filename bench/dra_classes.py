@@ -4,7 +4,7 @@ Every NodePoolGeometry and SharingPolicy pass computes the whole desired set of 
 DeviceClasses (classes are shared by pools, ``controllers.dra_classes``), so that set must be
 cheap at the largest cluster: 1,000 DRA pools of mixed geometries (whole GPUs, MIG layouts
 by index, ``+me`` profiles), one sharing policy on each (MPS, time-slicing, exclusive), every
-config checked with the driver's rules and every selector with Tessera's own check. The floor
+layout validated on its nodes' GPU model, every config checked with the driver's rules and every selector with Tessera's own check. The floor
 measured side by side is rendering the same classes' manifests with no validation, no
 self-check and no merge of declarers. Then the set is diffed against the cluster as the API
 server would hold it once converged: a resync must find 0 writes. Target: < 1 s.
@@ -20,9 +20,11 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import dra
 from tessera.domain.dra import naming
+from tessera.domain.geometry import capacity, catalog
 
 POOLS = 1_000
 SEED = 11
+MODEL = "NVIDIA-H100-80GB-HBM3"  # every pool's nodes: layouts validated against it
 PROFILES = ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
 
 
@@ -37,7 +39,8 @@ def cluster(seed: int = SEED) -> tuple[dict[str, dra.PoolInput], dict[str, Shari
             chosen = rng.sample(PROFILES, rng.randint(1, 3))
             devices = "all" if rng.random() < 0.6 else f"0-{rng.randrange(1, 7)}"
             spec["mig"] = {"layouts": [{"devices": devices, "profiles": dict.fromkeys(chosen, 1)}]}
-        pools[f"pool-{i}"] = dra.PoolInput(NodePoolGeometrySpec.model_validate(spec), 8)
+        parsed = NodePoolGeometrySpec.model_validate(spec)
+        pools[f"pool-{i}"] = dra.PoolInput(parsed, 8, ((MODEL, 8),))
         backend = rng.choice(("Exclusive", "TimeSlicing", "MPS"))
         policy: dict[str, Any] = {"poolRef": {"name": f"pool-{i}"}, "backend": backend}
         if backend == "TimeSlicing":
@@ -77,6 +80,8 @@ def stored(desired: dra.DesiredClasses) -> list[dict[str, Any]]:
 
 def main() -> None:
     pools, policies = cluster()
+    catalog.models()  # loaded once per process (the operator's start), not per pass
+    capacity.clear_cache()  # a cold start: no layout validated yet
     start = time.perf_counter()
     desired = dra.desired_classes(pools, policies)
     generate_s = time.perf_counter() - start

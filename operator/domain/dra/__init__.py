@@ -4,6 +4,7 @@
 * ``sharing``   a SharingPolicy's opaque ``GpuConfig`` / ``MigDeviceConfig``, checked with the
                 NVIDIA driver's own ``Validate`` rules and the pool's declared feature gates;
 * ``selfcheck`` each generated selector checked before it is sent (length, guarded reads);
+* ``offer``     what a pool provides on its nodes' GPU models (layouts validated), or why not;
 * ``classes``   the desired set from every pool and policy (``desired_classes``);
 * ``diff``      observed Tessera-owned classes → creates, updates, deletes, name conflicts;
                 what the API server stored against what was sent (``dropped``);
@@ -12,9 +13,10 @@
                 WaitingForDriver) and a pool's ``status.deviceClasses``.
 """
 
-from .classes import DesiredClass, DesiredClasses, PoolInput, Problem, desired_classes, provides
-from .diff import ClassChanges, diff, dropped, dropped_message, owned
+from .classes import DesiredClass, DesiredClasses, Problem, desired_classes
+from .diff import ClassChanges, declarers, diff, dropped, dropped_message, owned
 from .naming import DECLARED_BY_ANNOTATION, DEVICECLASSES, DRIVER, RESOURCESLICES
+from .offer import PoolInput, pool_input, provides
 
 __all__ = [
     "DECLARED_BY_ANNOTATION",
@@ -26,10 +28,12 @@ __all__ = [
     "DesiredClasses",
     "PoolInput",
     "Problem",
+    "declarers",
     "desired_classes",
     "diff",
     "dropped",
     "dropped_message",
     "owned",
+    "pool_input",
     "provides",
 ]

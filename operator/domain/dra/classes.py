@@ -18,24 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessera.api import constants as c
-from tessera.api.v1alpha1.devices import parse
-from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
+from tessera.api.v1alpha1.nodepoolgeometry import DraPool
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 
 from . import naming, selfcheck, sharing
+from .offer import INVALID_GEOMETRY, PoolInput, offer
 
 POOL_KIND = "NodePoolGeometry"
 POLICY_KIND = "SharingPolicy"
-
-
-@dataclass(frozen=True)
-class PoolInput:
-    """A pool as class generation needs it: its spec and, when known, the most GPUs a node
-    of it has (GFD ``nvidia.com/gpu.count``), which tells whether explicit layouts leave a
-    GPU whole; None (no node known) counts such a GPU as left whole."""
-
-    spec: NodePoolGeometrySpec
-    gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,19 +88,6 @@ class DesiredClasses:
         return frozenset(self.problems)
 
 
-def provides(spec: NodePoolGeometrySpec, gpus: int | None = None) -> tuple[str, ...]:
-    """What the geometry provides, sorted: MIG profiles, and ``gpu`` when a GPU keeps MIG off."""
-    if spec.mig is None:
-        return (naming.GPU,)
-    profiles = {p for layout in spec.mig.layouts for p in layout.profiles}
-    whole = any(not layout.profiles for layout in spec.mig.layouts)
-    indexes = [parse(layout.devices) for layout in spec.mig.layouts]
-    if all(found is not None for found in indexes):  # no devices: all: some GPU may be unnamed
-        named = {i for found in indexes for i in found or ()}
-        whole = whole or gpus is None or not set(range(gpus)) <= named
-    return tuple(sorted(profiles | ({naming.GPU} if whole else set())))
-
-
 def desired_classes(
     pools: Mapping[str, PoolInput], policies: Mapping[str, SharingPolicySpec]
 ) -> DesiredClasses:
@@ -122,8 +99,13 @@ def desired_classes(
     for name, pool in sorted(pools.items()):
         if pool.spec.allocation != "DRA":
             continue
-        offered[name] = provides(pool.spec, pool.gpus)
+        found_offer = offer(pool.spec, pool.gpus, pool.models)
+        offered[name] = found_offer.selects
         who = naming.declarer(POOL_KIND, name)
+        if found_offer.field:  # no node can take its layouts: nothing of it is written
+            problems[who] = (Problem(INVALID_GEOMETRY, found_offer.field, found_offer.message),)
+            declared[who] = ()
+            continue
         wanted = [DesiredClass(naming.geometry_class(s), s, (who,)) for s in offered[name]]
         _declare(who, wanted, found, declared, problems)
     for name, spec in sorted(policies.items()):
@@ -132,6 +114,11 @@ def desired_classes(
             continue  # not on a DRA pool: the device-plugin path (or PoolNotFound)
         assert pool_name is not None
         who = naming.declarer(POLICY_KIND, name)
+        pool_who = naming.declarer(POOL_KIND, pool_name)
+        if pool_who in problems:  # its pool is refused: the policy's classes are held too
+            text = f"{pool_who} is refused ({problems[pool_who][0]})"
+            problems[who], declared[who] = (Problem("PoolRefused", "spec.poolRef", text),), ()
+            continue
         gates = (pools[pool_name].spec.dra or DraPool()).feature_gates
         selects = offered[pool_name]
         issues = sharing.validate(spec, pool_name, gates, naming.GPU in selects)
