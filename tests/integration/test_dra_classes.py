@@ -241,7 +241,10 @@ def test_kube_scheduler_allocates_a_claim_of_a_tessera_class(kube: Kube) -> None
     nodes = fleet.create_nodes(kube, fleet.pool("dra-d", "H100-80GB", 1))
     kube.create(NPG, pool_of("dra-d", {"mig": {"layouts": [{"profiles": {"1g.20gb": 4}}]}}))
     eventually(lambda: klass(kube, "mig-1g.20gb.tessera.io"), what="the class")
-    publish(kube, ResourceSliceWrapper(nodes[0]).mig(2, "1g.20gb").mig(2, "2g.20gb", 2))
+    # a whole GPU beside the MIG devices: it has no profile attribute, so only a selector that
+    # reads type first lets kube-scheduler evaluate the class against it without an error
+    slice_ = ResourceSliceWrapper(nodes[0]).gpu(0).mig(2, "1g.20gb").mig(2, "2g.20gb", 2)
+    publish(kube, slice_)
     namespace(kube, "dra-work")
     claim = {
         "apiVersion": "resource.k8s.io/v1",
@@ -317,3 +320,20 @@ def test_a_class_deleted_by_hand_comes_back_though_its_pool_is_idle(
     eventually(lambda: klass(kube, "mig-7g.80gb.tessera.io"), 30, "the class written again")
     kube.delete(path)
     eventually(lambda: klass(kube, "mig-7g.80gb.tessera.io") is None, what="class gone")
+
+
+def test_a_profile_the_nodes_model_lacks_writes_no_class(kube: Kube) -> None:
+    """1g.5gb is an A100-40GB profile: on H100-80GB nodes the pool is refused, naming the
+    layout and the model, and no class of it is written (nothing applied)."""
+    fleet.create_nodes(kube, fleet.pool("dra-g", "H100-80GB", 1))
+    kube.create(NPG, pool_of("dra-g", {"mig": {"layouts": [{"profiles": {"1g.5gb": 7}}]}}))
+    path = f"{NPG}/dra-g"
+    eventually(
+        lambda: "spec.mig.layouts[0]" in message(kube, path, "Stalled"),
+        what="the pool refused, naming its layout",
+    )
+    assert reason(kube, path, "Stalled") == "InvalidGeometryForModel"
+    assert "H100-80GB" in message(kube, path, "Stalled")
+    assert klass(kube, "mig-1g.5gb.tessera.io") is None
+    assert not (kube.get(path).get("status") or {}).get("deviceClasses")
+    kube.delete(path)
