@@ -53,5 +53,10 @@ def replace_class(kube: Kube, current: Obj, metadata: Mapping[str, Any], spec: O
 
 
 def delete_class(kube: Kube, name: str, resource_version: str) -> None:
+    """Delete the class as read; one already gone (deleted meanwhile) is done, not an error."""
     body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
-    kube.delete(f"{DEVICECLASSES}/{name}", body)
+    try:
+        kube.delete(f"{DEVICECLASSES}/{name}", body)
+    except ApiError as err:
+        if not err.not_found:
+            raise

@@ -28,15 +28,15 @@ from pydantic import ValidationError
 
 from tessera.adapters import dra as api
 from tessera.adapters.kube import ApiError, Obj
-from tessera.api import constants as c
-from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain import dra, selectors
+from tessera.domain import dra
 from tessera.domain.cluster import PoolObservation
 from tessera.domain.conditions import Verdict
 from tessera.domain.dra import naming, verdicts
+from tessera.domain.failures import Failure
 
+from . import skeleton
 from .runtime import Context, custom_path
 
 log = logging.getLogger("tessera.dra")
@@ -50,23 +50,33 @@ Synced = verdicts.Synced
 
 def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
     """Make the cluster's Tessera DeviceClasses the desired set; ``without`` (``Kind/name``)
-    leaves out an object being deleted (its finalizer calls this)."""
+    leaves out an object being deleted (its finalizer calls this). An API error is returned
+    in ``Synced.error``, never raised: only the objects whose classes are involved report it
+    (``verdicts.failure_for``), so one refused class write fails no unrelated pass."""
     labels = [(n["metadata"].get("labels") or {}) for n in nodes]
+    desired, owners = dra.DesiredClasses(), frozenset[str]()
     with _LOCK:
-        for _ in range(ATTEMPTS):
-            pools, policies, unparsed = _declarations(ctx, labels, without)
-            desired = _holding(dra.desired_classes(pools, policies), unparsed)
-            observed = api.list_classes(ctx.kube)
-            changes = dra.diff(desired, observed)
-            try:
-                dropped = _apply(ctx, changes, observed)
-            except ApiError as err:
-                if not err.conflict:
-                    raise
-                log.info("DeviceClasses changed while Tessera wrote them (%s); re-planning", err)
-                continue
-            return Synced(desired, changes.conflicts, dropped, changes.writes)
-    raise ApiError(409, "Conflict", "DeviceClasses kept changing while Tessera wrote them")
+        try:
+            for _ in range(ATTEMPTS):
+                pools, policies, unparsed = _declarations(ctx, labels, without)
+                desired = _holding(dra.desired_classes(pools, policies), unparsed)
+                observed = api.list_classes(ctx.kube)
+                owners = frozenset(d for o in observed if dra.owned(o) for d in dra.declarers(o))
+                changes = dra.diff(desired, observed)
+                try:
+                    dropped = _apply(ctx, changes, observed)
+                except ApiError as err:
+                    if not err.conflict:
+                        raise
+                    log.info(
+                        "DeviceClasses changed while Tessera wrote them (%s); re-planning", err
+                    )
+                    continue
+                return Synced(desired, changes.conflicts, dropped, changes.writes, owners=owners)
+            raise ApiError(409, "Conflict", "DeviceClasses kept changing while Tessera wrote them")
+        except ApiError as err:
+            log.warning("DeviceClasses not synced: %s", err)
+            return Synced(desired, owners=owners, error=Failure(err.status, str(err)))
 
 
 def _holding(desired: dra.DesiredClasses, unparsed: list[str]) -> dra.DesiredClasses:
@@ -90,8 +100,7 @@ def _declarations(
         except ValidationError:  # the pool reports InvalidSpec; its classes stay as they are
             unparsed.append(naming.declarer("NodePoolGeometry", name))
             continue
-        gpus = _most_gpus(spec.node_selector, labels) if spec.allocation == "DRA" else None
-        pools[name] = dra.PoolInput(spec, gpus)
+        pools[name] = dra.pool_input(spec, labels)
     policies: dict[str, SharingPolicySpec] = {}
     for obj in ctx.kube.list(custom_path("sharingpolicies")):
         name = obj["metadata"]["name"]
@@ -106,15 +115,6 @@ def _declarations(
 
 def _gone(obj: Obj, who: str, without: str) -> bool:
     return who == without or bool(obj["metadata"].get("deletionTimestamp"))
-
-
-def _most_gpus(selector: LabelSelector, labels: list[Mapping[str, str]]) -> int | None:
-    counts = [
-        int(found.get(c.GPU_COUNT_LABEL, "0") or 0)
-        for found in labels
-        if selectors.matches(selector, found) and str(found.get(c.GPU_COUNT_LABEL, "0")).isdigit()
-    ]
-    return max(counts) if counts else None
 
 
 def _apply(ctx: Context, changes: dra.ClassChanges, observed: list[Obj]) -> dict[str, str]:
@@ -175,6 +175,16 @@ def _version(obj: Obj) -> tuple[str, str]:
 
 
 declarer = naming.declarer
+holds_deletion = verdicts.holds_deletion
+
+
+def report(synced: Synced, who: str, *, on_dra: bool) -> bool:
+    """Note the sync's failure for this pass when it concerns ``who``
+    (``verdicts.failure_for``); True when it did."""
+    found = verdicts.failure_for(synced, who, on_dra=on_dra)
+    if found is not None:
+        skeleton.failed(found)
+    return found is not None
 
 
 def pool_part(

@@ -84,6 +84,7 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
     verdict = landed(_verdict(name, spec, seen, plan), applied)
     status = _status(obj, plan, seen.targets)
     synced = dra_classes.sync(ctx, nodes)  # every pass: classes are shared by pools, policies
+    dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=spec.allocation == "DRA")
     if spec.allocation == "DRA":
         verdict, status["deviceClasses"] = dra_classes.pool_part(ctx, synced, name, seen, verdict)
     else:
@@ -109,14 +110,22 @@ def finalize(ctx: Context, name: str) -> bool:
     mine = [v for v in views if cluster.touched_by(v, owner)]
     if mine and any(v.state and v.state.target.plugin for v in mine):  # a DRA node verifying
         mine = dra_pool.fill(ctx, NodePoolGeometrySpec(allocation="DRA"), mine)
-    dra_classes.sync(ctx, nodes, without=dra_classes.declarer(KIND, name))  # its classes go
+    who = dra_classes.declarer(KIND, name)
+    synced = dra_classes.sync(ctx, nodes, without=who)
+    unsynced = _declares_classes(obj) and dra_classes.holds_deletion(synced, who)
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
-    if result.done:
+    if result.done and not unsynced:
         driver.forget_phases(KIND, name)
         ctx.passes.forget((KIND, name))
-    return result.done
+    return result.done and not unsynced
+
+
+def _declares_classes(obj: Obj | None) -> bool:
+    """A DRA pool: its finalizer waits until its classes are synced away (a device-plugin
+    pool's deletion never waits on DRA)."""
+    return ((obj or {}).get("spec") or {}).get("allocation") == "DRA"
 
 
 # -- observe -------------------------------------------------------------------------------------

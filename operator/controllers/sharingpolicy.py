@@ -53,6 +53,7 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
     synced = dra_classes.sync(ctx, snap.nodes.values())  # classes are shared: every pass
     on_dra = any(p.name == name and p.dra_pool for p in snap.policies)
+    dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=on_dra)
     verdict = _dra_verdict(verdict, synced, name) if on_dra else verdict
     actions = len(rolled.actions) if rolled is not None else 0
     log.info(
@@ -81,8 +82,10 @@ def finalize(ctx: Context, name: str) -> bool:
     with _LOCK, span("finalize", kind=KIND, name=name):
         obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
         snap, _, _ = _converge(ctx, obj, without=name)
-        dra_classes.sync(ctx, snap.nodes.values(), without=dra_classes.declarer(KIND, name))
+        who = dra_classes.declarer(KIND, name)
+        synced = dra_classes.sync(ctx, snap.nodes.values(), without=who)
         done = obj is None or sharing_rollout.release_all(ctx, obj, snap.nodes)
+        done = done and not dra_classes.holds_deletion(synced, who)  # its classes go first
         for state in STATES:
             try:
                 metrics.SHARING_NODES.remove(name, state)

@@ -82,6 +82,14 @@ def refused(err: ApiError) -> None:
         found.append(Failure(err.status, str(err)))
 
 
+def failed(failure: Failure) -> None:
+    """Note a failure this pass reports whatever its status (a part of the pass that went on
+    without it, like the DeviceClass sync): the same reporting as ``refused``."""
+    found = _REFUSED.get()
+    if found is not None:
+        found.append(failure)
+
+
 def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
     """One pass over the object ``name``; status written whatever happened in ``steps``."""
     obj = ctx.kube.get_or_none(custom_path(kind.plural, name))

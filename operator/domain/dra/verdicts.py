@@ -15,9 +15,10 @@ from typing import Any
 
 from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
+from tessera.domain.failures import Failure
 
 from . import slices
-from .classes import POOL_KIND, DesiredClasses
+from .classes import POLICY_KIND, POOL_KIND, DesiredClasses
 from .naming import DRIVER, declarer
 
 WAITING_FOR_DRIVER = "WaitingForDriver"
@@ -34,6 +35,11 @@ class Synced:
     dropped: Mapping[str, str] = field(default_factory=dict)
     """Class name → the FieldDropped message."""
     writes: int = 0
+    owners: frozenset[str] = frozenset()
+    """Every declarer named on a Tessera class as the sync read them (their deletion is theirs)."""
+    error: Failure | None = None
+    """The API error that stopped the sync (nothing after it written); ``failure_for`` says
+    which objects report it."""
 
     def classes_of(self, who: str) -> tuple[str, ...]:
         return self.desired.declared.get(who, ())
@@ -56,6 +62,25 @@ class Synced:
         if lost:
             return Verdict("stalled", "FieldDropped", "; ".join(lost))
         return None
+
+
+def failure_for(synced: Synced, who: str, *, on_dra: bool) -> Failure | None:
+    """The sync's failure for the object ``who`` (``Kind/name``), or None when it is not
+    concerned: a DRA pool and a policy on one report it (their classes may be unwritten), as
+    does a policy whose classes still exist (their deletion is its); a device-plugin pool and
+    a device-plugin policy never fail because of DRA. It is reported like any failed call of
+    a pass (``domain.failures``: 403 and 422 stall at once, others after retries)."""
+    if synced.error is None:
+        return None
+    if on_dra or (who.startswith(f"{POLICY_KIND}/") and who in synced.owners):
+        return synced.error
+    return None
+
+
+def holds_deletion(synced: Synced, who: str) -> bool:
+    """Whether a declarer being deleted waits: the sync failed while classes naming it still
+    exist (its finalizer is called again; nothing of Tessera's is left behind)."""
+    return synced.error is not None and who in synced.owners
 
 
 def pool_classes(
