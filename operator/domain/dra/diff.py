@@ -3,7 +3,8 @@
 Only classes carrying Tessera's label (``app.kubernetes.io/managed-by: tessera``) are
 Tessera's: one of a desired name without it was written by someone else and is never
 touched; its declarers are ``Stalled``, reason ``Conflict``, naming it. A Tessera class no
-one declares any more is deleted, unless a refused (``held``) declarer still names it.
+one declares any more is deleted, unless a refused (``held``) declarer still names it — and
+a held declarer stays in the ``declared-by`` of a class others declare too.
 
 After each write the controller compares what the API server stored with what it sent
 (``dropped``): on 1.34 a field of a disabled alpha feature gate is silently removed, which
@@ -14,7 +15,7 @@ docs/dra.md §What the API server drops).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tessera.api import constants as c
@@ -65,7 +66,7 @@ def diff(desired: DesiredClasses, observed: Iterable[Mapping[str, Any]]) -> Clas
             create.append(want)
         elif not owned(obj):
             conflicts[name] = want.declared_by
-        elif not matches(want, obj):
+        elif not matches(want := _keeping_held(want, obj, desired.held), obj):
             update.append((want, str(obj["metadata"].get("resourceVersion", ""))))
     delete = [
         (name, str(obj["metadata"].get("resourceVersion", "")))
@@ -73,6 +74,15 @@ def diff(desired: DesiredClasses, observed: Iterable[Mapping[str, Any]]) -> Clas
         if owned(obj) and name not in desired.classes and not set(declarers(obj)) & desired.held
     ]
     return ClassChanges(tuple(create), tuple(update), tuple(delete), conflicts)
+
+
+def _keeping_held(want: DesiredClass, obj: Mapping[str, Any], held: frozenset[str]) -> DesiredClass:
+    """``want`` still naming the held declarers ``obj`` names: a refused or unparsable declarer
+    keeps its claim on a shared class, which is never deleted while it names it."""
+    kept = set(declarers(obj)) & held
+    if kept <= set(want.declared_by):
+        return want
+    return replace(want, declared_by=tuple(sorted({*want.declared_by, *kept})))
 
 
 def matches(want: DesiredClass, obj: Mapping[str, Any]) -> bool:
