@@ -1,7 +1,8 @@
 """What the pool's nodes publish as devices of the driver ``gpu.nvidia.com`` (ResourceSlices).
 
 The driver publishes one pool per node (``spec.pool.name``) in one or more slices; consumers
-read only the highest ``generation`` of each pool (see docs/dra.md §Device counts).
+read only the highest ``generation`` of each pool, and only once all its
+``resourceSliceCount`` slices are published (``complete``; see docs/dra.md §Device counts).
 ``selected`` counts, per class, what its selector selects there — a whole GPU
 (``type == gpu``) or a MIG device of one profile — and ``without_driver`` names the nodes
 that publish nothing yet.
@@ -18,6 +19,22 @@ from .naming import DRIVER, GPU
 
 def selected(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> Counter[str]:
     """Devices on ``nodes`` by what a class selects: ``gpu`` or the MIG profile."""
+    found: Counter[str] = Counter()
+    for spec in complete(slices, nodes):
+        for device in spec.get("devices") or []:
+            attrs = device.get("attributes") or {}
+            kind = _text(attrs, "type")
+            if kind == GPU:
+                found[GPU] += 1
+            elif kind == "mig" and _text(attrs, "profile"):
+                found[_text(attrs, "profile")] += 1
+    return found
+
+
+def complete(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> list[Mapping[str, Any]]:
+    """The specs of the driver's slices on ``nodes`` that kube-scheduler would use: of each pool
+    its highest ``generation`` only, and only once all ``resourceSliceCount`` slices of that
+    generation are published (an incomplete pool is not allocated from)."""
     wanted = set(nodes)
     newest: dict[str, int] = {}
     mine: list[Mapping[str, Any]] = []
@@ -29,19 +46,21 @@ def selected(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> Count
         name, generation = str(pool.get("name", "")), int(pool.get("generation", 0))
         newest[name] = max(newest.get(name, generation), generation)
         mine.append(spec)
-    found: Counter[str] = Counter()
-    for spec in mine:
-        pool = spec.get("pool") or {}
-        if int(pool.get("generation", 0)) != newest[str(pool.get("name", ""))]:
-            continue
-        for device in spec.get("devices") or []:
-            attrs = device.get("attributes") or {}
-            kind = _text(attrs, "type")
-            if kind == GPU:
-                found[GPU] += 1
-            elif kind == "mig" and _text(attrs, "profile"):
-                found[_text(attrs, "profile")] += 1
-    return found
+    current = [s for s in mine if _generation(s) == newest[_pool(s)]]
+    seen = Counter(_pool(s) for s in current)
+    return [s for s in current if seen[_pool(s)] >= _count(s)]
+
+
+def _pool(spec: Mapping[str, Any]) -> str:
+    return str((spec.get("pool") or {}).get("name", ""))
+
+
+def _generation(spec: Mapping[str, Any]) -> int:
+    return int((spec.get("pool") or {}).get("generation", 0))
+
+
+def _count(spec: Mapping[str, Any]) -> int:
+    return int((spec.get("pool") or {}).get("resourceSliceCount", 1) or 1)
 
 
 def without_driver(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> tuple[str, ...]:

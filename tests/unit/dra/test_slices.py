@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from builders.dra import ResourceSliceWrapper
 from tessera.domain.dra import slices
 
@@ -29,3 +33,29 @@ def test_without_driver_names_the_nodes() -> None:
         ResourceSliceWrapper("n2", driver="other.example.com").gpu(0).obj(),
     ]
     assert slices.without_driver(published, ["n3", "n1", "n2"]) == ("n2", "n3")
+
+
+def _part(n: int, generation: int, count: int) -> dict[str, Any]:
+    """Slice ``n`` of node n1's pool, published in ``count`` slices at ``generation``."""
+    built = (
+        ResourceSliceWrapper("n1", generation=generation).gpu(n).meta(name=f"n1-{n}-{generation}")
+    )
+    obj = built.obj()
+    obj["spec"]["pool"]["resourceSliceCount"] = count
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("published", "want"),
+    [
+        # both slices of the pool published: every device counts
+        pytest.param([_part(0, 1, 2), _part(1, 1, 2)], {"gpu": 2}, id="complete"),
+        # one of two: kube-scheduler does not allocate from an incomplete pool
+        pytest.param([_part(0, 1, 2)], {}, id="incomplete-not-counted"),
+        # a new generation half published: the old one is no longer used, the new not yet
+        pytest.param([_part(0, 1, 1), _part(1, 2, 2)], {}, id="newest-incomplete"),
+        pytest.param([_part(0, 1, 1), _part(1, 2, 2), _part(2, 2, 2)], {"gpu": 2}, id="newest"),
+    ],
+)
+def test_only_complete_pools_count(published: list[dict[str, Any]], want: dict[str, int]) -> None:
+    assert dict(slices.selected(published, ["n1"])) == want
