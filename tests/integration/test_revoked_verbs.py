@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from builders import LAYOUT_A, LAYOUT_B, custom
+from builders.dra import dra_pool as dra_pool_of
 from devcluster import fleet, identity
 from devcluster.controlplane import free_port
 from tessera.adapters.kube import Kube, path_of
@@ -33,6 +34,7 @@ __all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
 
 ROLE = "/apis/rbac.authorization.k8s.io/v1/clusterroles/tessera-manager"
 TQ = "/apis/tessera.io/v1alpha1/tenantquotas"
+CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 MIG = "nvidia.com/mig-1g.10gb"
 USER = f"system:serviceaccount:{identity.OPERATOR.namespace}:{identity.OPERATOR.name}"
 
@@ -286,3 +288,34 @@ def test_a_status_that_cannot_be_written_is_logged_and_counted_and_the_work_goes
         ready_at = len(private.log())
         kube.delete(path)
     assert_refusals_only_while_revoked(private, (revoked_at, ready_at))
+
+
+def test_a_refused_device_class_write_stalls_the_dra_pool_only(
+    kube: Kube, operator: OperatorProcess, agents: None, tmp_path: Path
+) -> None:
+    """Every pass syncs the shared DeviceClasses; with ``create deviceclasses`` revoked the
+    DRA pool that declares one is Stalled with the API's message, while a device-plugin
+    pool's passes (it declares no class) go on and stay Ready."""
+    pool, dra_pool = "rv-dp", "rv-dra"
+    fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1))
+    with alone(operator, tmp_path / "operator.log") as private:
+        kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A)))
+        wait_ready(kube, pool, 120, f"{pool} Ready at layout A")
+        with revoked(kube, "create", "resource.k8s.io", "deviceclasses"):
+            layout = {"mig": {"layouts": [{"profiles": {"3g.40gb": 2}}]}}
+            kube.create(NPG, dra_pool_of(dra_pool).layout(layout).rollout(paused=True).obj())
+            cond = eventually(lambda: stalled(kube, dra_pool), 60, f"{dra_pool} Stalled")
+            assert cond["reason"] == "Forbidden", cond
+            assert 'cannot create resource "deviceclasses"' in cond["message"], cond
+            # the device-plugin pool's next pass (a new generation) ends Ready all the same
+            kube.patch(f"{NPG}/{pool}", {"spec": {"rollout": {"verifyTimeout": "2m"}}})
+            wait_ready(kube, pool, 60, f"{pool} Ready at its new generation")
+            assert stalled(kube, pool) is None
+        eventually(lambda: kube.get_or_none(f"{CLASSES}/mig-3g.40gb.tessera.io"), 60, "written")
+        kube.delete(f"{NPG}/{dra_pool}")
+        eventually(
+            lambda: kube.get_or_none(f"{CLASSES}/mig-3g.40gb.tessera.io") is None, 60, "gone"
+        )
+        kube.delete(f"{NPG}/{pool}")
+        eventually(lambda: kube.get_or_none(f"{NPG}/{pool}") is None, 120, f"{pool} deleted")
+    private.assert_clean_log(denials_from=len(private.log()))
