@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -59,7 +58,7 @@ def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
         try:
             for _ in range(ATTEMPTS):
                 pools, policies, unparsed = _declarations(ctx, labels, without)
-                desired = _holding(dra.desired_classes(pools, policies), unparsed)
+                desired = dra.holding(dra.desired_classes(pools, policies), unparsed)
                 observed = api.list_classes(ctx.kube)
                 owners = frozenset(d for o in observed if dra.owned(o) for d in dra.declarers(o))
                 changes = dra.diff(desired, observed)
@@ -77,13 +76,6 @@ def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
         except ApiError as err:
             log.warning("DeviceClasses not synced: %s", err)
             return Synced(desired, owners=owners, error=Failure(err.status, str(err)))
-
-
-def _holding(desired: dra.DesiredClasses, unparsed: list[str]) -> dra.DesiredClasses:
-    """Declarers whose spec does not parse keep their classes as they are (``held``): they
-    report InvalidSpec themselves, and a bad edit must not delete what claims still name."""
-    bad = (dra.Problem("InvalidSpec", "spec", "does not parse"),)
-    return replace(desired, problems={**desired.problems, **dict.fromkeys(unparsed, bad)})
 
 
 def _declarations(

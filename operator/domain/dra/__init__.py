@@ -13,7 +13,7 @@
                 WaitingForDriver) and a pool's ``status.deviceClasses``.
 """
 
-from .classes import DesiredClass, DesiredClasses, Problem, desired_classes
+from .classes import DesiredClass, DesiredClasses, Problem, desired_classes, holding
 from .diff import ClassChanges, declarers, diff, dropped, dropped_message, owned
 from .naming import DECLARED_BY_ANNOTATION, DEVICECLASSES, DRIVER, RESOURCESLICES
 from .offer import PoolInput, pool_input, provides
@@ -33,6 +33,7 @@ __all__ = [
     "diff",
     "dropped",
     "dropped_message",
+    "holding",
     "owned",
     "pool_input",
     "provides",

@@ -13,8 +13,8 @@ written; its ``held`` classes that exist stay as they are (nothing written befor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tessera.api import constants as c
@@ -132,6 +132,14 @@ def desired_classes(
         ]
         _declare(who, wanted, found, declared, problems)
     return DesiredClasses(found, declared, problems)
+
+
+def holding(desired: DesiredClasses, unparsed: Iterable[str]) -> DesiredClasses:
+    """Declarers (``Kind/name``) whose spec does not parse keep their classes as they are
+    (``held``): they report InvalidSpec themselves, and a bad edit must not delete what claims
+    still name. The operator and ``tessera plan`` both apply it."""
+    bad = (Problem("InvalidSpec", "spec", "does not parse"),)
+    return replace(desired, problems={**desired.problems, **dict.fromkeys(unparsed, bad)})
 
 
 def _declare(

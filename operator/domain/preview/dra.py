@@ -1,7 +1,8 @@
 """The DRA part of a preview: DeviceClass writes and, per DRA pool, the devices its slices offer.
 
 Classes: ``dra.desired_classes`` over every pool and policy once the manifests are
-applied, against the cluster's DeviceClasses with ``dra.diff`` — exactly what the
+applied — each pool's nodes read with ``dra.pool_input`` (its nodeSelector, as the operator
+reads them) and the classes of a spec that does not parse held (``dra.holding``) —, against the cluster's DeviceClasses with ``dra.diff`` — exactly what the
 operator's class controller computes, so the plan lists its creates, updates and
 deletes; a class of a wanted name that Tessera does not own is a conflict (the
 declarer would be ``Stalled``, reason ``Conflict``: exit 1). A snapshot without
@@ -58,13 +59,16 @@ class DraPreviews:
 def previews(
     before: Cluster, after: Cluster, manifests: Sequence[Raw], loc: Locations
 ) -> DraPreviews:
-    pools = _specs(after.of_kind(POOL), NodePoolGeometrySpec)
+    pools, bad_pools = _specs(after.of_kind(POOL), NodePoolGeometrySpec)
+    policies, bad_policies = _specs(after.of_kind("SharingPolicy"), SharingPolicySpec)
     dra_pools = {n: s for n, s in pools.items() if s.allocation == "DRA"}
     if not dra_pools and not any(dra.owned(o) for o in before.device_classes):
         return DraPreviews()  # no DRA anywhere: nothing to say, nothing read
     members = _members(after, pools, loc)
-    inputs = {n: dra.PoolInput(s, _most_gpus(after, members.get(n, ()))) for n, s in pools.items()}
-    desired = dra.desired_classes(inputs, _specs(after.of_kind("SharingPolicy"), SharingPolicySpec))
+    labels = [n["metadata"].get("labels") or {} for n in after.nodes]
+    inputs = {n: dra.pool_input(s, labels) for n, s in pools.items()}  # as the operator reads
+    unparsed = [*(f"{POOL}/{n}" for n in bad_pools), *(f"SharingPolicy/{n}" for n in bad_policies)]
+    desired = dra.holding(dra.desired_classes(inputs, policies), unparsed)  # as the operator
     changes = dra.diff(desired, before.device_classes)
     classes = (
         *(
@@ -77,7 +81,11 @@ def previews(
         ),
         *(ClassChange(n, "delete") for n, _ in changes.delete),
     )
-    problems = {who: tuple(str(p) for p in found) for who, found in desired.problems.items()}
+    problems = {
+        who: tuple(str(p) for p in found)
+        for who, found in desired.problems.items()
+        if who not in unparsed  # the object's own preview names its spec error
+    }
     named = {m["metadata"]["name"] for m in manifests if m["kind"] == POOL}
     now = {n: dra_slices.selected(before.slices, members.get(n, ())) for n in dra_pools}
     then = {n: _predicted(before, after, s, members.get(n, ())) for n, s in dra_pools.items()}
@@ -167,21 +175,12 @@ def _members(
     return out
 
 
-def _most_gpus(after: Cluster, nodes: Sequence[str]) -> int | None:
-    wanted = set(nodes)
-    counts = [
-        int((n["metadata"].get("labels") or {}).get(c.GPU_COUNT_LABEL, "0") or 0)
-        for n in after.nodes
-        if n["metadata"]["name"] in wanted
-    ]
-    return max(counts) if counts else None
-
-
-def _specs(objects: Mapping[str, Raw], kind: type[T]) -> dict[str, T]:
-    out = {}
+def _specs(objects: Mapping[str, Raw], kind: type[T]) -> tuple[dict[str, T], list[str]]:
+    """The specs that parse, and the names of those that do not (their classes are held)."""
+    out, bad = {}, []
     for name, obj in objects.items():
         try:
             out[name] = kind.model_validate(obj.get("spec") or {})
         except ValidationError:
-            continue  # the object's own preview reports it
-    return out
+            bad.append(name)  # the object's own preview reports it
+    return out, bad

@@ -184,3 +184,16 @@ def test_a_tenant_quota_in_dra_units_is_planned_and_compared_with_predicted_devi
         cluster, [pool, {**tenant, "spec": {**tenant["spec"], "total": {DEV1: 56}}}], T0
     )
     assert fits.tenants == ()
+
+
+def test_a_pool_whose_spec_does_not_parse_keeps_its_classes_as_the_operator_does() -> None:
+    """The operator holds the classes of a declarer whose spec does not parse
+    (``dra.holding``): the plan must not show them deleted."""
+    old = dra_pool("inf").layout(LAYOUT_B).obj()
+    desired = dra.desired_classes({"inf": dra.PoolInput(_spec(old), 8)}, {})
+    live = [_owned(x) for x in desired.classes.values()]
+    broken = dra_pool("inf").layout({"mig": {"layouts": [{"profiles": {"1g.10gb": 99}}]}}).obj()
+    other = dra_pool("other").obj()
+    result = preview.preview(world(*gpu_nodes("inf", 1), broken, *live), [other], T0)
+    assert ("delete", MIG1) not in _classes(result)
+    assert _classes(result) == [("create", "gpu.tessera.io")]
