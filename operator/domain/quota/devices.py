@@ -10,7 +10,7 @@ no known capacity, and ``capacity`` leaves it out rather than guess. A class
 that does not exist offers nothing (no claim of it can be allocated): 0.
 
 Slices are counted as the scheduler reads them (``dra.slices.selected``): per
-driver pool only the slices of its newest ``generation``.
+driver pool only the slices of its newest ``generation``, once all of them are published.
 """
 
 from __future__ import annotations
