@@ -109,6 +109,9 @@ CASES = {
     "new pod ready, slices still the old ones: wait": Case(
         dra_node(verifying("p1"), devices=STALE, pods=(pod("p2"),)), []
     ),
+    "new pod ready, the slice wiped and not published again yet: wait, never Failed early": Case(
+        dra_node(verifying("p1"), devices=None, pods=(pod("p2"),)), []
+    ),
     "new pod ready, slices publish the layout: verified and released": Case(
         dra_node(verifying("p1"), devices=NEW_DEVICES, pods=(pod("p2"),)),
         ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"],
