@@ -11,6 +11,9 @@ published as the ResourceSlice ``<node>-gpu.nvidia.com`` (driver ``gpu.nvidia.co
 deleting the node deletes it). Devices, attributes and capacities: ``dradevices``. Nothing is
 republished after a MIG change until the pod is restarted (deleted: the DaemonSet controller
 makes a new one), as static MIG devices are enumerated only at plugin start (dra.md §5.5).
+When a plugin pod is gone (deleted: its node unlabelled, an uninstall, a restart), its
+plugin has unregistered; as the kubelet does then, the slice it published is deleted unless a
+plugin pod runs on the node again within ``wipe_after`` seconds (30, the kubelet's delay).
 
 The slice records the uid of the pod that published it (``sim.tessera.io/kubelet-plugin-pod``),
 so a restarted simulator does not republish for a pod that already did.
@@ -43,6 +46,9 @@ PLUGIN_LABELS = {
 IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
 MIG_PARTED = Names()  # the mig-parted ConfigMap the MIG manager reads
 SLICES = path_of("resource.k8s.io/v1", "resourceslices")
+WIPE_AFTER_S = 30.0
+"""How long the kubelet lets an unregistered DRA plugin come back before it deletes the
+plugin's ResourceSlices (kubelet's DRA manager, ``defaultWipingDelay``, Kubernetes 1.34)."""
 
 
 @dataclass(frozen=True)
@@ -119,8 +125,16 @@ def resource_slice(
 class DraDriver:
     """The kubelet plugin's pods, watched: each new one Running publishes its node's slice."""
 
-    def __init__(self, kube: Kube, *, names: Names = MIG_PARTED, plugin: Plugin = Plugin()) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        names: Names = MIG_PARTED,
+        plugin: Plugin = Plugin(),
+        wipe_after: float = WIPE_AFTER_S,
+    ) -> None:
         self.kube = kube
+        self.wipe_after = wipe_after
         self.names = names
         self.plugin = plugin
         pods = path_of("v1", "pods", namespace=plugin.namespace)
@@ -149,6 +163,10 @@ class DraDriver:
         if kind == "DELETED" or meta.get("deletionTimestamp") or not _running(pod):
             if self._live.get(node) == meta["uid"]:
                 del self._live[node]
+            if kind == "DELETED":  # its plugin unregistered: the kubelet wipes after a delay
+                wipe = threading.Timer(self.wipe_after, self._wipe, (node, meta["uid"]))
+                wipe.daemon = True
+                wipe.start()
             return
         self._live[node] = meta["uid"]
         self._try(node, meta["uid"])
@@ -166,6 +184,30 @@ class DraDriver:
                     retry = threading.Timer(1.0, self._try, (node, pod_uid))
                     retry.daemon = True
                     retry.start()
+
+    def _wipe(self, node: str, pod_uid: str) -> None:
+        """``wipe_after`` seconds after plugin pod ``pod_uid`` went: unless a plugin pod runs
+        on the node again (it re-registered), delete the slice that pod published, as the
+        kubelet does (a newer pod's slice is never touched)."""
+        with self._lock:
+            if self.informer.stopped.is_set() or node in self._live:
+                return
+            if self._published.get(node) == pod_uid:
+                del self._published[node]
+            path = path_of("resource.k8s.io/v1", "resourceslices", slice_name(node))
+            try:
+                old = self.kube.get_or_none(path)
+                if (
+                    old is None
+                    or old["metadata"].get("annotations", {}).get(POD_ANNOTATION) != pod_uid
+                ):
+                    return
+                version = old["metadata"]["resourceVersion"]
+                self.kube.delete(path, {"preconditions": {"resourceVersion": version}})
+            except ApiError as err:  # gone already, or republished meanwhile: nothing to do
+                log.info("sim DRA driver: %s: slice not withdrawn: %s", node, err)
+                return
+        log.info("sim DRA driver: %s: plugin pod %s gone, its ResourceSlice deleted", node, pod_uid)
 
     def publish(self, node_name: str, pod_uid: str) -> None:
         """Enumerate the node's GPUs now and write its ResourceSlice (unless ``pod_uid`` did)."""

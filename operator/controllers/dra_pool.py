@@ -45,7 +45,7 @@ def observe(
     ctx: Context, spec: NodePoolGeometrySpec, seen: cluster.PoolObservation
 ) -> tuple[cluster.PoolObservation, Observed]:
     """``seen`` with every view's ``dra`` filled in (plugin pods only while a node is in
-    flight: a converged pool reads the slices and nothing more)."""
+    flight or publishes no complete pool: a converged pool reads the slices, nothing more)."""
     pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
     filled = fill(ctx, spec, list(seen.views.values()), pools, seen.involved)
     views = {v.name: v for v in filled}
@@ -62,10 +62,12 @@ def fill(
 ) -> list[rollout.NodeView]:
     """``views`` with what the driver publishes and its plugin pods (those of the pool's
     DaemonSet and of any DaemonSet a record in flight names) when ``involved`` (default:
-    ``views``) has a node in flight."""
+    ``views``) has a node in flight or one without a complete pool (is its driver there?)."""
     if pools is None:
         pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
-    flying = [v for v in (views if involved is None else involved) if v.state is not None]
+    mine = views if involved is None else involved
+    flying = [v for v in mine if v.state is not None]
+    unpublished = any((p := pools.get(v.name)) is None or p.devices is None for v in mine)
     plugin = (spec.dra or DraPool()).kubelet_plugin
     daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {
         t.plugin
@@ -74,7 +76,7 @@ def fill(
         if t is not None and t.plugin is not None
     }
     pods: dict[str, dict[str, tuple[PluginPod, ...]]] = {}
-    for ds in sorted(daemon_sets) if flying else []:
+    for ds in sorted(daemon_sets) if flying or unpublished else []:
         namespace, name = ds.split("/", 1)
         by_node = dra_rollout.plugin_pods(dra_reads.pods_in(ctx.kube, namespace), name)
         for node, found in by_node.items():

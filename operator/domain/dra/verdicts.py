@@ -9,7 +9,7 @@ written), when a class it declares has a name held by a class Tessera does not o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,14 +108,20 @@ def pool_verdict(
         return Verdict(found.state, found.reason, found.message, base.extra)
     if base.state == "stalled":
         return base
+    if base.reason == WAITING_FOR_DRIVER:  # the rollout named them, and what waits on them
+        return base
     waiting = slices.without_driver(published, nodes)
     if not waiting:
         return base
-    shown = ", ".join(waiting[:SHOWN])
-    if len(waiting) > SHOWN:
-        shown += f" and {len(waiting) - SHOWN} more"
-    text = (
+    return Verdict("progressing", WAITING_FOR_DRIVER, waiting_text(waiting), base.extra)
+
+
+def waiting_text(nodes: Sequence[str]) -> str:
+    """What a ``WaitingForDriver`` condition says, naming the nodes."""
+    shown = ", ".join(nodes[:SHOWN])
+    if len(nodes) > SHOWN:
+        shown += f" and {len(nodes) - SHOWN} more"
+    return (
         f"node(s) {shown} publish no ResourceSlice of driver {DRIVER}: is NVIDIA's DRA "
         "driver's kubelet plugin running there?"
     )
-    return Verdict("progressing", WAITING_FOR_DRIVER, text, base.extra)

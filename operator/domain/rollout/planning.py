@@ -30,6 +30,7 @@ from tessera.domain.conditions import Verdict
 
 from . import actions as act
 from . import admission, capacity, reporting, selection, targets
+from .dra_views import DRIVER
 from .draining import Held
 from .machine import Context, step, untouched
 from .outcome import Outcome, stuck
@@ -91,9 +92,11 @@ class _Pass:
         phase: ReportPhase,
         msg: str = "",
         held: tuple[Held, ...] = (),
+        *,
+        no_driver: bool = False,
     ) -> None:
         if d is not None:
-            self.reports.append(NodeReport(node, phase, d.target, msg, held))
+            self.reports.append(NodeReport(node, phase, d.target, msg, held, no_driver))
 
     def problem(
         self, node: str, phase: ReportPhase, reason: str, msg: str, since: str = ""
@@ -214,8 +217,17 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
     elif s is not None and s.goal == d.target:
         acc.problem(node.name, ReportPhase.FAILED, "NodeFailed", s.message, ts(s.since))
         acc.report(node.name, d, ReportPhase.FAILED, s.message)
-    elif targets.verified(targets.target_of(d), node):
+    elif targets.verified(target := targets.target_of(d), node):
         acc.report(node.name, d, ReportPhase.UPDATED)
+    elif targets.waiting_for_driver(target, node):  # not drift: nothing to check it against
+        msg = f"layout {d.target} requested; {node.name} publishes no complete pool of {DRIVER}"
+        acc.report(node.name, d, ReportPhase.UPDATED, msg, no_driver=True)
+    elif not targets.driver_present(target, node):  # its new devices could never be verified
+        msg = (
+            f"not started: layout {d.target} differs, but {node.name} has no complete "
+            f"ResourceSlice pool of {DRIVER} and no ready pod of DaemonSet {target.plugin}"
+        )
+        acc.report(node.name, d, ReportPhase.PENDING, msg, no_driver=True)
     else:
         acc.candidates.append((node, d))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tessera.api.v1alpha1.common import NodeCounts, NodeProblem
 from tessera.domain.conditions import Verdict
+from tessera.domain.dra.verdicts import WAITING_FOR_DRIVER, waiting_text
 
 from .draining import Held
 from .state import ReportPhase
@@ -38,6 +39,9 @@ class NodeReport:
     message: str = ""
     held: tuple[Held, ...] = ()
     """Pods a PodDisruptionBudget keeps on the node while it drains."""
+    no_driver: bool = False
+    """A DRA node whose driver publishes no complete pool: Updated as far as its labels
+    tell, or Pending a layout change that cannot start before the driver runs."""
 
     def shown(self) -> str:
         """``gpu-3 Draining``, and while a PDB holds pods up, which pods and which PDBs."""
@@ -94,11 +98,26 @@ def verdict(
         shown = ", ".join(r.shown() for r in busy[:5])
         extra = f" and {len(busy) - 5} more" if len(busy) > 5 else ""
         return Verdict("progressing", reason, f"{done}; {shown}{extra}")
-    if c.pending:
+    pending = [r for r in reports if r.phase == ReportPhase.PENDING and not r.no_driver]
+    if pending:
         if gate is not None:
             return Verdict("progressing", gate[0], f"{gate[1]}; {done}")
-        waiting = next(
-            (r.message for r in reports if r.phase == ReportPhase.PENDING and r.message), ""
-        )
+        waiting = next((r.message for r in pending if r.message), "")
         return Verdict("progressing", "RollingOut", f"{done}; {waiting or 'starting nodes'}")
+    if any(r.no_driver for r in reports):
+        return Verdict("progressing", WAITING_FOR_DRIVER, _no_driver(reports, done))
     return Verdict("ready", "Succeeded", f"all {c.total} nodes match their layout")
+
+
+def _no_driver(reports: Sequence[NodeReport], done: str) -> str:
+    """``WaitingForDriver``: the nodes, and those a layout change waits on (never cordoned)."""
+    names = sorted(r.name for r in reports if r.no_driver)
+    blocked = sorted(r.name for r in reports if r.no_driver and r.phase == ReportPhase.PENDING)
+    text = waiting_text(names)
+    if blocked:
+        more = f" and {len(blocked) - 5} more" if len(blocked) > 5 else ""
+        text += (
+            f"; a layout change waits for it on {', '.join(blocked[:5])}{more}, not cordoned "
+            "until it runs (the new devices could not be verified)"
+        )
+    return f"{text}; {done}"

@@ -2,8 +2,11 @@
 
 A node matches only when three things agree: its labels say the target, the
 agent reports ``success`` for it, and its allocatable shows the layout's
-resources (on a DRA node: its ResourceSlices publish the layout's devices). The label alone proves nothing (the agent may not have acted), and
-``success`` alone may be the agent's verdict on the *previous* layout.
+resources (on a DRA node: its ResourceSlices publish the layout's devices). The label alone
+proves nothing (the agent may not have acted), and ``success`` alone may be the agent's
+verdict on the *previous* layout. A DRA node whose driver publishes no complete pool is
+neither verified nor drifted: it waits for the driver (``waiting_for_driver``), and one
+whose driver is absent is never started (``driver_present``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,31 @@ def verified(target: TargetSpec, node: NodeView) -> bool:
         and agent_state(target, node) == SUCCESS
         and not alloc_diff(target, node)
         and not devices_diff(target, node)
+    )
+
+
+def unpublished(target: TargetSpec, node: NodeView) -> bool:
+    """A DRA target whose node has no complete pool of the driver: nothing to compare yet."""
+    return target.devices is not None and (node.dra is None or node.dra.devices is None)
+
+
+def driver_present(target: TargetSpec, node: NodeView) -> bool:
+    """A DRA node whose driver runs: its pool is complete, or a ready plugin pod of the
+    target's DaemonSet runs there (a device-plugin target: always)."""
+    if not unpublished(target, node):
+        return True
+    pods = node.dra.plugin_pods(target.plugin) if node.dra and target.plugin else ()
+    return any(p.ready and not p.terminating for p in pods)
+
+
+def waiting_for_driver(target: TargetSpec, node: NodeView) -> bool:
+    """Labels and agent say the target, but the driver publishes no complete pool to check
+    the devices against (no plugin, a restart, an upgrade): not drift, nothing to roll."""
+    return (
+        unpublished(target, node)
+        and labels_match(target, node)
+        and agent_state(target, node) == SUCCESS
+        and not alloc_diff(target, node)
     )
 
 
@@ -131,5 +159,7 @@ def plan_hash(owner: str, desired: Mapping[str, DesiredNode]) -> str:
 
 
 def at_target(node: NodeView, d: DesiredNode) -> bool:
-    """The node already runs the layout it should: nothing to roll, no pods to look at."""
-    return verified(target_of(d), node)
+    """The node already runs the layout it should (or does as far as anyone can tell while
+    its DRA driver publishes nothing): nothing to roll, no pods to look at."""
+    target = target_of(d)
+    return verified(target, node) or waiting_for_driver(target, node)

@@ -12,6 +12,7 @@ from tessera.domain.dra.verdicts import Synced, pool_classes, pool_verdict
 
 ROLLING = Verdict("progressing", "RollingOut", "1 of 2 nodes updated")
 STUCK = Verdict("stalled", "NoNodes", "no node")
+WAITING = Verdict("progressing", "WaitingForDriver", "node(s) n2 ...; a layout change waits")
 MIG = "mig-1g.10gb.tessera.io"
 DESIRED = desired_classes(
     {"p": pool(LAYOUT_B)}, {"s": policy("p", "MPS"), "ok": policy("p", "Exclusive")}
@@ -64,6 +65,9 @@ def test_verdict(synced: Synced, who: str, want: tuple[str, str] | None) -> None
         ),
         pytest.param(["n2"], STUCK, ("stalled", "NoNodes"), id="stalled-stays-stalled"),
         pytest.param([], STUCK, ("stalled", "NoNodes"), id="no-node"),
+        pytest.param(
+            ["n1"], WAITING, ("progressing", "WaitingForDriver"), id="the-rollouts-wait-kept"
+        ),
     ],
 )
 def test_pool_verdict(nodes: list[str], base: Verdict, want: tuple[str, str]) -> None:
@@ -71,6 +75,8 @@ def test_pool_verdict(nodes: list[str], base: Verdict, want: tuple[str, str]) ->
     assert (found.state, found.reason) == want
     if found.reason == "WaitingForDriver":
         assert "n2" in found.message and "n1" not in found.message
+    if base is WAITING:  # the rollout's own words (the change that waits) are kept
+        assert found.message == WAITING.message
 
 
 def test_pool_classes_count_devices_on_its_nodes() -> None:

@@ -109,6 +109,9 @@ CASES = {
     "new pod ready, slices still the old ones: wait": Case(
         dra_node(verifying("p1"), devices=STALE, pods=(pod("p2"),)), []
     ),
+    "new pod ready, the slice wiped and not published again yet: wait, never Failed early": Case(
+        dra_node(verifying("p1"), devices=None, pods=(pod("p2"),)), []
+    ),
     "new pod ready, slices publish the layout: verified and released": Case(
         dra_node(verifying("p1"), devices=NEW_DEVICES, pods=(pod("p2"),)),
         ["SetNodeState:Uncordoning", "RemoveTaint:gpu-1", "Uncordon:gpu-1", "ClearNodeState:gpu-1"],
@@ -145,8 +148,35 @@ CASES = {
     "idle node whose slices publish its layout: Updated, nothing written": Case(
         dra_node(None, devices=NEW_DEVICES, cordoned=False), []
     ),
-    "idle node at its label but slices lag: it is rolled (cordoned) again": Case(
+    "idle node at its label, its complete pool publishes other devices: drift, rolled again": Case(
         dra_node(None, devices=STALE, cordoned=False),
+        ["SetNodeState:Cordoned", "AddTaint:gpu-1", "Cordon:gpu-1"],
+    ),
+    "idle node at its label, no slice and no plugin (driver gone): waits, nothing written": Case(
+        dra_node(None, devices=None, pods=(), cordoned=False), []
+    ),
+    "idle node at its label, no complete pool while its plugin runs: waits, nothing written": Case(
+        dra_node(None, devices=None, cordoned=False), []
+    ),
+    "layout differs, no pool and no plugin pod: never cordoned": Case(
+        dra_node(None, config=OLD, devices=None, pods=(), cordoned=False), []
+    ),
+    "layout differs, no pool, its plugin pod not ready: never cordoned": Case(
+        dra_node(None, config=OLD, devices=None, pods=(pod("p1", ready=False),), cordoned=False),
+        [],
+    ),
+    "layout differs, no pool, its plugin pod terminating: never cordoned": Case(
+        dra_node(
+            None, config=OLD, devices=None, pods=(pod("p1", terminating=True),), cordoned=False
+        ),
+        [],
+    ),
+    "layout differs, no pool yet but a ready plugin pod: started": Case(
+        dra_node(None, config=OLD, devices=None, cordoned=False),
+        ["SetNodeState:Cordoned", "AddTaint:gpu-1", "Cordon:gpu-1"],
+    ),
+    "layout differs, a complete pool: started": Case(
+        dra_node(None, config=OLD, devices=STALE, pods=(), cordoned=False),
         ["SetNodeState:Cordoned", "AddTaint:gpu-1", "Cordon:gpu-1"],
     ),
 }
@@ -163,6 +193,67 @@ def test_a_dra_node_verifying_its_layout(case: Case) -> None:
             assert last.phase == case.phase
     if case.problem:
         assert [p for p in result.problems if case.problem in p.message], result.problems
+
+
+WAITS = ("progressing", "WaitingForDriver")
+
+
+@pytest.mark.parametrize(
+    ("view", "verdict", "phase", "blocked"),
+    [
+        pytest.param(
+            dra_node(None, devices=None, pods=(), cordoned=False),
+            WAITS,
+            "Updated",
+            False,
+            id="at-its-label-no-driver",
+        ),
+        pytest.param(
+            dra_node(None, devices=None, cordoned=False),
+            WAITS,
+            "Updated",
+            False,
+            id="at-its-label-plugin-not-published-yet",
+        ),
+        pytest.param(
+            dra_node(None, config=OLD, devices=None, pods=(), cordoned=False),
+            WAITS,
+            "Pending",
+            True,
+            id="layout-differs-no-driver",
+        ),
+        pytest.param(
+            dra_node(None, devices=NEW_DEVICES, cordoned=False),
+            ("ready", "Succeeded"),
+            "Updated",
+            False,
+            id="published",
+        ),
+    ],
+)
+def test_a_node_without_its_driver_makes_the_pool_wait_for_it(
+    view: NodeView, verdict: tuple[str, str], phase: str, blocked: bool
+) -> None:
+    """Reconciling, reason WaitingForDriver, naming the node (and the change that waits)."""
+    result = plan(POOL, policy(), {"gpu-1": want()}, [view], [], [], T0)
+    assert (result.verdict.state, result.verdict.reason) == verdict, result.verdict.message
+    assert [r.phase.value for r in result.nodes] == [phase]
+    assert result.counts.updated == (phase == "Updated")
+    if verdict == WAITS:
+        assert "node(s) gpu-1 publish no ResourceSlice of driver gpu.nvidia.com" in (
+            result.verdict.message
+        )
+        assert ("a layout change waits for it on gpu-1" in result.verdict.message) == blocked
+    assert not result.actions
+
+
+def test_a_slot_is_not_spent_on_a_node_without_its_driver() -> None:
+    """The next node with its driver starts while the driverless one waits (maxUnavailable 1)."""
+    other = replace(dra_node(None, config=OLD, devices=STALE, cordoned=False), name="gpu-2")
+    views = [dra_node(None, config=OLD, devices=None, pods=(), cordoned=False), other]
+    result = plan(POOL, policy(), {"gpu-1": want(), "gpu-2": want()}, views, [], [], T0)
+    assert kinds(result.actions) == ["SetNodeState:Cordoned", "AddTaint:gpu-2", "Cordon:gpu-2"]
+    assert result.verdict.reason == "RollingOut"
 
 
 def test_the_restart_deletes_the_recorded_pod_by_uid() -> None:
