@@ -112,18 +112,18 @@ def test_concurrent_pods_in_two_namespaces_never_exceed_the_total(
     pods = [p for ns in ("qa-1", "qa-2") for p in kube.list(path_of("v1", "pods", namespace=ns))]
     assert admitted == len(pods) <= 6
     # Headroom moves: once the operator rebalances, the total can be reached but never passed.
-    # Each round frees one namespace and bursts into both while the operator moves headroom
-    # (lowering one namespace as pods are admitted there: the quota controller then recounts
-    # its usage from caches that may miss them). An outside observer lists every burst pod
-    # in one read, so each count is one instant of the cluster.
+    # Each round frees one namespace, lets the operator move headroom to the full one, then
+    # bursts into both. An outside observer lists every burst pod in one read, so each count
+    # is one instant of the cluster. The burst waits for the moves on purpose: a limit
+    # written while pods are admitted in that namespace makes the quota controller recount
+    # it from caches that can miss them, and admission can then pass even that one
+    # namespace's limit, which no operator can prevent (see tessera.domain.quota.allocation).
     with _Observer(kube) as seen, concurrent.futures.ThreadPoolExecutor(8) as pool:
         for round_ in range(6):
             freed = ("qa-1", "qa-2")[round_ % 2]
             for pod in kube.list(path_of("v1", "pods", namespace=freed)):
                 kube.delete(path_of("v1", "pods", pod["metadata"]["name"], freed))
-            # the quota controller has recounted the freed namespace (a recount racing the
-            # burst below could drop its charges whatever Tessera does) and the operator has
-            # settled: the burst then races only the operator's own writes
+            # the quota controller has recounted the freed namespace, the operator has settled
             eventually(functools.partial(_freed, kube, freed, tenant_a), 30, f"{freed} recounted")
             eventually(lambda: _ready(kube, tenant_a), 30, "settled")
             list(pool.map(attempt, ["qa-1", "qa-2"] * 5))
