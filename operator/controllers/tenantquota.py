@@ -10,6 +10,7 @@ than overwritten — and writes the status once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,7 +19,7 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain import selectors
 from tessera.domain.conditions import Verdict
-from tessera.domain.quota import devices, objects, planning, reporting
+from tessera.domain.quota import devices, objects, planning, recount, reporting
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota.names import device_class, quota_key
 from tessera.domain.quota.quantities import QuantityError, accelerators, counts
@@ -31,6 +32,7 @@ from .runtime import Context, Result, custom_path, list_nodes, ref_of
 PLURAL = "tenantquotas"
 KIND = "TenantQuota"
 RESOURCE_API = "/apis/resource.k8s.io/v1"
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods are never charged
 FAST_REQUEUE = 0.5  # waiting for the quota controller to confirm a wave
 log = logging.getLogger("tessera.tenantquota")
 _KIND = skeleton.Kind(
@@ -61,7 +63,8 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
     membership = membership_.resolve(member_map)
     try:
         seen = _seen_quotas(ctx)
-        plan = planning.plan(name, spec, membership, seen)
+        present = _recount(ctx, spec, membership.namespaces_of(name))
+        plan = planning.plan(name, spec, membership, seen, present)
     except QuantityError as err:
         return skeleton.Outcome(Verdict("stalled", "InvalidSpec", str(err)))
     wave = plan.next_wave
@@ -69,7 +72,8 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
         _apply(ctx, obj, action, seen)
     if wave:  # re-observe before the status claims anything about the new limits
         seen = _seen_quotas(ctx)
-        plan = planning.plan(name, spec, membership, seen)
+        present = _recount(ctx, spec, membership.namespaces_of(name))
+        plan = planning.plan(name, spec, membership, seen, present)
     capacity = _capacity(ctx, {r for s in tenants.values() for r in (*s.hard, *(s.total or {}))})
     commitments = {
         t: reporting.commitment(s, len(membership.namespaces_of(t))) for t, s in tenants.items()
@@ -111,6 +115,24 @@ def _tenants(ctx: Context) -> dict[str, TenantQuotaSpec]:
 def _seen_quotas(ctx: Context) -> list[objects.SeenQuota]:
     quotas = ctx.kube.list("/api/v1/resourcequotas", label_selector=objects.selector())
     return [seen for q in quotas if (seen := objects.read(q)) is not None]
+
+
+def _recount(
+    ctx: Context, spec: TenantQuotaSpec, namespaces: Iterable[str]
+) -> dict[str, dict[str, int]]:
+    """Tessera's own count of what the tenant's namespaces hold, for the resources with a
+    ``total`` that it can recount (``recount``); read only for those, after the quotas."""
+    totals = list(spec.total or {})
+    by_pods, by_claims = recount.from_pods(totals), recount.from_claims(totals)
+    found: list[dict[str, dict[str, int]]] = []
+    for ns in namespaces:
+        if by_pods:
+            pods = ctx.kube.list(path_of("v1", "pods", namespace=ns), field_selector=LIVE_PODS)
+            found.append(recount.pods(by_pods, pods, ctx.clock()))
+        if by_claims:
+            claims = ctx.kube.list(f"{RESOURCE_API}/namespaces/{ns}/resourceclaims")
+            found.append(recount.claims(by_claims, claims))
+    return recount.merged(*found)
 
 
 def _capacity(ctx: Context, resources: set[str]) -> dict[str, int]:

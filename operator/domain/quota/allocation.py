@@ -8,10 +8,20 @@ created in several namespaces at once and also while Tessera is down.
 Algorithm, per resource, for one tenant (pure; the controller runs it on every
 reconcile from fresh observations):
 
-1. *Floor.* No namespace's limit is set below what it already uses
-   (``status.used``): the API server never evicts, so a lower limit frees
-   nothing and only hides what runs. An explicit per-namespace ``hard`` below
-   usage still wins: that is the user's word, and plain ResourceQuota semantics.
+1. *Floor.* No namespace's limit is set below what it already uses: the API
+   server never evicts, so a lower limit frees nothing and only hides what runs.
+   Usage is the larger of ``status.used`` and Tessera's own recount of the pods
+   and ResourceClaims there (``recount``; the planner passes it in as ``used``):
+   ``status.used`` can be *undercounted*, because kube-controller-manager's
+   quota controller recomputes it from its informer caches whenever it syncs a
+   quota (on every ``spec.hard`` change, on replenishment, on its periodic
+   resync: ``syncResourceQuota``) and drops what admission charged for a pod its
+   caches do not hold yet. Admission keeps counting from that lower value, so an
+   undercounted namespace can hold its limit plus the *lag* (recount minus
+   ``status.used``): the planner allocates what a namespace can come to hold
+   (limit + lag) and writes each limit ``lag`` lower. An explicit per-namespace
+   ``hard`` below usage still wins: that is the user's word, and plain
+   ResourceQuota semantics.
 2. *Fair share.* The free headroom ``total - sum(floors)`` is water-filled:
    every namespace gets an equal share on top of its usage, limited by its
    ``hard``; what a capped namespace cannot take goes to the others; the last
@@ -36,6 +46,17 @@ reconcile from fresh observations):
    carries the ``resourceVersion`` it was computed from: admission bumps it
    when it admits a pod, so a decrease computed from stale usage fails (409)
    and is recomputed rather than landing below what was admitted meanwhile.
+
+Residual window (not closed; Kubernetes' own). Between the quota controller's
+undercounted write and Tessera's next pass, admission may let in up to the
+lag more in that namespace, beyond even its own limit; and Tessera sees a lag
+only once the pods are stored (it does not watch pods: a pod stored after the
+pass that followed its charge waits for the next quota event or resync). Every
+limit Tessera writes during a burst triggers such a recount, so under
+concurrent creates the tenant total is kept as tightly as Kubernetes keeps a
+single namespace's quota, no tighter: ``sum(spec.hard) <= total`` always
+holds, the pods admitted can transiently pass it by what one recount dropped.
+Tessera then reports ``UsageOverTotal`` and lowers limits until pods finish.
 
 Trade-offs. A namespace can be refused while headroom sits idle in another
 namespace, until the next reconcile moves it (refused pods are invisible in

@@ -71,10 +71,20 @@ class Plan:
 
 
 def plan(
-    tenant: str, spec: TenantQuotaSpec, membership: Membership, seen: Iterable[SeenQuota]
+    tenant: str,
+    spec: TenantQuotaSpec,
+    membership: Membership,
+    seen: Iterable[SeenQuota],
+    present: Mapping[str, Limits] | None = None,
 ) -> Plan:
-    """The plan for ``tenant``; ``seen`` holds every Tessera quota observed, of any tenant."""
+    """The plan for ``tenant``; ``seen`` holds every Tessera quota observed, of any tenant.
+
+    ``present`` is Tessera's own recount (``recount``), namespace → resource → count,
+    for the resources it can recount; it guards against a ``status.used`` the quota
+    controller undercounted (``allocation``, step 1).
+    """
     seen = tuple(seen)
+    present = present or {}
     hard = counts(spec.hard, what="spec.hard")
     total = counts(spec.total or {}, what="spec.total")
     members = membership.namespaces_of(tenant)
@@ -87,13 +97,17 @@ def plan(
             for ns in members:
                 target[ns][resource] = first[ns][resource] = hard[resource]
             continue
-        slots = [_slot(ns, resource, mine.get(ns)) for ns in members]
+        lags = {ns: _lag(resource, mine.get(ns), present.get(ns, {})) for ns in members}
+        slots = [_slot(ns, resource, mine.get(ns), lags[ns], present) for ns in members]
         allocation = allocate(total[resource], hard.get(resource), slots)
         if allocation.over_total:
             over.append(resource)
         for slot in slots:
-            target[slot.namespace][resource] = allocation.targets[slot.namespace]
-            first[slot.namespace][resource] = step_down(slot, allocation.targets[slot.namespace])
+            # limits are allocated as what a namespace can hold; written ``lag`` lower,
+            # since admission still sees the undercounted status.used (``allocation``)
+            goal, lag = allocation.targets[slot.namespace], lags[slot.namespace]
+            target[slot.namespace][resource] = max(0, goal - lag)
+            first[slot.namespace][resource] = max(0, step_down(slot, goal) - lag)
     wave1: list[Action] = []
     wave2: list[Action] = []
     for ns in members:
@@ -115,10 +129,22 @@ def plan(
     return Plan(tuple(wave1), tuple(wave2), target, unconfirmed, tuple(held), tuple(over))
 
 
-def _slot(namespace: str, resource: str, quota: SeenQuota | None) -> Slot:
+def _lag(resource: str, quota: SeenQuota | None, present: Limits) -> int:
+    """How far ``status.used`` trails the recount (0 without a quota: admission charges nothing)."""
     if quota is None:
-        return Slot(namespace, used=0)
-    return Slot(namespace, quota.used.get(resource, 0), quota.hard.get(resource))
+        return 0
+    return max(0, present.get(resource, 0) - quota.used.get(resource, 0))
+
+
+def _slot(
+    namespace: str, resource: str, quota: SeenQuota | None, lag: int, present: Mapping[str, Limits]
+) -> Slot:
+    """Usage and current limit as what the namespace holds or can come to hold."""
+    if quota is None:
+        return Slot(namespace, used=present.get(namespace, {}).get(resource, 0))
+    current = quota.hard.get(resource)
+    used = quota.used.get(resource, 0) + lag
+    return Slot(namespace, used, None if current is None else current + lag)
 
 
 def _writes(
