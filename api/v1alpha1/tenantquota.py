@@ -45,8 +45,9 @@ class TenantQuotaSpec(ApiModel):
     )
     total: dict[str, Count] | None = Field(
         default=None,
-        description="Limit across all the tenant's namespaces; never exceeded, even when "
-        "namespaces create pods at the same moment.",
+        description="Limit across all the tenant's namespaces: the per-namespace limits Tessera "
+        "writes never sum past it, even when namespaces create pods at the same moment "
+        "(docs/quota.md says what Kubernetes' quota controller can still let through).",
         json_schema_extra=_RESOURCE_KEYS,
     )
 
