@@ -21,6 +21,7 @@ from builders.dra import DeviceClassWrapper, ResourceSliceWrapper
 from tessera.adapters.kube import ApiError, Kube, path_of
 
 from .conftest import OperatorProcess
+from .dra_support import wait_absent
 from .helpers import condition, eventually, namespace
 
 CLASS = "mig-1g.10gb.tessera.io"
@@ -108,8 +109,9 @@ def test_the_quota_keys_are_the_names_the_claim_evaluator_counts(kube: Kube, ten
 def test_concurrent_claims_in_two_namespaces_never_exceed_the_total(
     kube: Kube, tenant: str
 ) -> None:
-    # No DeviceClass of that name exists yet: the evaluator counts claims by the class name.
-    assert kube.get_or_none(f"{RESOURCE}/deviceclasses/{CLASS}") is None
+    # No DeviceClass of that name exists (an earlier test's pool may still be leaving): the
+    # evaluator counts claims by the class name alone.
+    wait_absent(kube, CLASS)
     names = itertools.count()
     refusals: list[str] = []
 
@@ -226,6 +228,7 @@ def test_status_capacity_counts_the_devices_the_slices_offer_the_class(
             .obj(),
         ),
     ]
+    wait_absent(kube, CLASS)  # the hand-made class takes a name Tessera's pools may hold
     for path, body in made:
         kube.create(path, body)
     try:

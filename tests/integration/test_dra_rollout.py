@@ -33,11 +33,12 @@ from tessera.api import constants as c
 
 from . import story_support as story
 from .conftest import OperatorProcess
-from .faults import NPG, agents, assert_released, events, npg, pool_spec, wait_ready
+from .dra_support import NPG, DraObjects, dra_objects
+from .faults import agents, assert_released, events, npg, pool_spec, wait_ready
 from .helpers import condition, eventually, namespace, wait_running
 from .rollout_ledger import Ledger
 
-__all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
+__all__ = ["agents", "dra_objects"]  # fixtures: simulated GPU agents; pools deleted after
 pytestmark = pytest.mark.integration
 RESOURCE = "resource.k8s.io/v1"
 ONE_G = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
@@ -143,11 +144,18 @@ def profile_of(kube: Kube, node: str, device: str) -> str:
 
 
 def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_its_slices(
-    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver
+    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver, dra_objects: DraObjects
 ) -> None:
     pool, ns = "dra-roll", "dra-roll-ns"
     names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 2, devices=1, dra=True))
-    kube.create(NPG, custom("NodePoolGeometry", pool, dra_spec(pool, ONE_G, maxUnavailable=1)))
+    kube.create(
+        NPG,
+        custom(
+            "NodePoolGeometry",
+            dra_objects.track(NPG, pool),
+            dra_spec(pool, ONE_G, maxUnavailable=1),
+        ),
+    )
     wait_ready(kube, pool, 180, "1g.10gb layout on the DRA pool")
     for name in names:
         assert published(kube, name) == {"1g.10gb": 7}, name
@@ -194,12 +202,12 @@ def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_it
 
 
 def test_a_node_whose_plugin_cannot_restart_fails_and_is_held_naming_what_it_lacks(
-    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver
+    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver, dra_objects: DraObjects
 ) -> None:
     pool = "dra-stuck"
     (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1, devices=1, dra=True))
     spec = dra_spec(pool, ONE_G, verifyTimeout="30s", onFailure="Hold")
-    kube.create(NPG, custom("NodePoolGeometry", pool, spec))
+    kube.create(NPG, custom("NodePoolGeometry", dra_objects.track(NPG, pool), spec))
     wait_ready(kube, pool, 180, "1g.10gb layout")
     # The DaemonSet no longer runs on the node (its label gone): no plugin pod comes back.
     kube.patch(path_of("v1", "nodes", name), {"metadata": {"labels": {fleet.DRA_NODE_LABEL: None}}})

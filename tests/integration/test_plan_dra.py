@@ -15,6 +15,7 @@ from devcluster import fleet, identity
 from tessera.adapters.kube import Kube
 
 from .conftest import Kubectl
+from .dra_support import wait_absent
 from .test_plan import plan
 
 POOL = "plan-dra"
@@ -32,6 +33,7 @@ def _manifest(tmp_path: Path, layout: dict[str, Any]) -> Path:
 def test_plan_lists_class_creates_and_the_devices_per_pool(
     kube: Kube, kubectl: Kubectl, tmp_path: Path
 ) -> None:
+    wait_absent(kube, MIG1)  # "create": no other test's pool holds the class
     fleet.create_nodes(kube, fleet.pool(POOL, "H100-80GB", 2, 8), wait=False)
     code, doc, text = plan(kubectl.plane.kubeconfig, _manifest(tmp_path, dict(LAYOUT_B)))
     assert code == 2, text
