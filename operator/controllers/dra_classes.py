@@ -178,10 +178,10 @@ declarer = naming.declarer
 
 
 def pool_part(
-    ctx: Context, synced: Synced, pool: str, seen: PoolObservation, verdict: Verdict
+    synced: Synced, pool: str, seen: PoolObservation, verdict: Verdict, published: list[Obj]
 ) -> tuple[Verdict, list[dict[str, Any]]]:
-    """A DRA pool's verdict and ``status.deviceClasses`` (``domain.dra.verdicts``)."""
+    """A DRA pool's verdict and ``status.deviceClasses`` (``domain.dra.verdicts``), from the
+    ResourceSlices the pass listed (``dra_pool.Observed.slices``)."""
     nodes = sorted(seen.targets)
-    published = api.list_slices(ctx.kube, naming.DRIVER)
     listed = verdicts.pool_classes(synced, pool, published, nodes)
     return verdicts.pool_verdict(synced, pool, published, nodes, verdict), listed

@@ -1,7 +1,8 @@
 """A NodePoolGeometry with ``allocation: DRA``: its nodes seen through the DRA driver.
 
 The rollout engine is the same; for a DRA pool each node's view also carries the devices
-its ResourceSlices publish and its kubelet-plugin pods (``rollout.dra_views``), and pods
+its ResourceSlices publish (``domain.dra.slices``) and its kubelet-plugin pods
+(``rollout.dra_views``), and pods
 holding GPU devices through ResourceClaims count as accelerator pods
 (``domain.dra_rollout``). A device-plugin pool reads none of this.
 """
@@ -11,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tessera.adapters import dra_reads
+from tessera.adapters import dra as api
+from tessera.adapters.kube import Obj
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
 from tessera.domain import cluster, dra_rollout, rollout
+from tessera.domain.dra import naming
+from tessera.domain.dra.slices import SlicePool, slice_pools
 from tessera.domain.rollout.dra_views import DraNode, PluginPod
 
 from .runtime import Context
@@ -21,9 +25,12 @@ from .runtime import Context
 
 @dataclass(frozen=True)
 class Observed:
-    """The pool's slices, and (once pods are read) every claim's allocated devices."""
+    """The driver's ResourceSlices as listed once this pass (``slices``; the class sync's
+    device counts read the same list), each node's pool from them, and (once pods are read)
+    every claim's allocated devices."""
 
-    pools: dict[str, dra_rollout.SlicePool]
+    slices: list[Obj]
+    pools: dict[str, SlicePool]
     claims: dra_rollout.Allocations | None = None
 
     def pods(self, pods: Sequence[rollout.PodView]) -> list[rollout.PodView]:
@@ -46,25 +53,26 @@ def observe(
 ) -> tuple[cluster.PoolObservation, Observed]:
     """``seen`` with every view's ``dra`` filled in (plugin pods only while a node is in
     flight: a converged pool reads the slices and nothing more)."""
-    pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
+    published = api.list_slices(ctx.kube, naming.DRIVER)
+    pools = slice_pools(published)
     filled = fill(ctx, spec, list(seen.views.values()), pools, seen.involved)
     views = {v.name: v for v in filled}
     involved = tuple(views[v.name] for v in seen.involved)
-    return replace(seen, views=views, involved=involved), Observed(pools)
+    return replace(seen, views=views, involved=involved), Observed(published, pools)
 
 
 def fill(
     ctx: Context,
     spec: NodePoolGeometrySpec,
     views: Sequence[rollout.NodeView],
-    pools: dict[str, dra_rollout.SlicePool] | None = None,
+    pools: dict[str, SlicePool] | None = None,
     involved: Sequence[rollout.NodeView] | None = None,
 ) -> list[rollout.NodeView]:
     """``views`` with what the driver publishes and its plugin pods (those of the pool's
     DaemonSet and of any DaemonSet a record in flight names) when ``involved`` (default:
     ``views``) has a node in flight."""
     if pools is None:
-        pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
+        pools = slice_pools(api.list_slices(ctx.kube, naming.DRIVER))
     flying = [v for v in (views if involved is None else involved) if v.state is not None]
     plugin = (spec.dra or DraPool()).kubelet_plugin
     daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {
@@ -76,7 +84,7 @@ def fill(
     pods: dict[str, dict[str, tuple[PluginPod, ...]]] = {}
     for ds in sorted(daemon_sets) if flying else []:
         namespace, name = ds.split("/", 1)
-        by_node = dra_rollout.plugin_pods(dra_reads.pods_in(ctx.kube, namespace), name)
+        by_node = dra_rollout.plugin_pods(api.list_pods_in(ctx.kube, namespace), name)
         for node, found in by_node.items():
             pods.setdefault(node, {})[ds] = found
 
@@ -90,4 +98,4 @@ def fill(
 
 def with_claims(ctx: Context, observed: Observed) -> Observed:
     """``observed`` with every claim's allocation: read once a pass reads pods."""
-    return replace(observed, claims=dra_rollout.allocations(dra_reads.claims(ctx.kube)))
+    return replace(observed, claims=dra_rollout.allocations(api.list_claims(ctx.kube)))

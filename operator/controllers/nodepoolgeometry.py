@@ -84,8 +84,10 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
     verdict = landed(_verdict(name, spec, seen, plan), applied)
     status = _status(obj, plan, seen.targets)
     synced = dra_classes.sync(ctx, nodes)  # every pass: classes are shared by pools, policies
-    if spec.allocation == "DRA":
-        verdict, status["deviceClasses"] = dra_classes.pool_part(ctx, synced, name, seen, verdict)
+    if dra is not None:  # the slices listed once, by observe
+        verdict, status["deviceClasses"] = dra_classes.pool_part(
+            synced, name, seen, verdict, dra.slices
+        )
     else:
         verdict = synced.verdict(dra_classes.declarer(KIND, name)) or verdict
     driver.export_phases(KIND, name, plan)

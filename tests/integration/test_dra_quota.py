@@ -23,6 +23,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from .conftest import OperatorProcess
 from .dra_support import wait_absent
 from .helpers import condition, eventually, namespace
+from .test_tenantquota import _enforced, _quota, _ready
 
 CLASS = "mig-1g.10gb.tessera.io"
 DEVICES = f"{CLASS}.deviceclass.resource.k8s.io/devices"
@@ -60,27 +61,8 @@ def _requested(kube: Kube) -> int:
 
 
 def _hard(kube: Kube, ns: str) -> dict[str, str]:
-    quota = _quota(kube, ns) or {}
+    quota = _quota(kube, ns, "dq") or {}
     return dict((quota.get("spec") or {}).get("hard") or {})
-
-
-def _quota(kube: Kube, ns: str) -> dict[str, Any] | None:
-    return kube.get_or_none(path_of("v1", "resourcequotas", "tessera-dq", ns))
-
-
-def _enforced(kube: Kube, ns: str) -> bool:
-    quota = _quota(kube, ns) or {}
-    return bool(quota) and (quota.get("status") or {}).get("hard") == quota["spec"]["hard"]
-
-
-def _ready(kube: Kube) -> bool:
-    obj = kube.get_or_none(f"{TQ}/dq")
-    cond = condition(obj, "Ready")
-    return bool(
-        cond
-        and cond["status"] == "True"
-        and obj["status"]["observedGeneration"] == obj["metadata"]["generation"]  # type: ignore[index]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +75,8 @@ def tenant(kube: Kube, operator: OperatorProcess) -> str:
         "total": {DEVICES: 2},
     }
     kube.create(TQ, custom("TenantQuota", "dq", spec))  # the CRD accepts the DRA names
-    eventually(lambda: _ready(kube), 60, "TenantQuota dq Ready")
-    eventually(lambda: all(_enforced(kube, ns) for ns in SPACES), 60, "quotas enforced")
+    eventually(lambda: _ready(kube, "dq"), 60, "TenantQuota dq Ready")
+    eventually(lambda: all(_enforced(kube, ns, "dq") for ns in SPACES), 60, "quotas enforced")
     return "dq"
 
 
@@ -135,7 +117,7 @@ def test_concurrent_claims_in_two_namespaces_never_exceed_the_total(
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(attempt, list(SPACES) * 2))
         assert _requested(kube) <= 2
-        eventually(lambda: _ready(kube), 60, "rebalanced")
+        eventually(lambda: _ready(kube, "dq"), 60, "rebalanced")
 
     def reached() -> bool:
         if _requested(kube) < 2:

@@ -1,50 +1,92 @@
 """What the pool's nodes publish as devices of the driver ``gpu.nvidia.com`` (ResourceSlices).
 
 The driver publishes one pool per node (``spec.pool.name``) in one or more slices; consumers
-read only the highest ``generation`` of each pool (see docs/dra.md §Device counts).
-``selected`` counts, per class, what its selector selects there — a whole GPU
-(``type == gpu``) or a MIG device of one profile — and ``without_driver`` names the nodes
-that publish nothing yet.
+read only the highest ``generation`` of each pool (see docs/dra.md §Device counts). A device
+is of the kind a class selects: a whole GPU (``type == gpu``) or a MIG device of one profile
+(``device_kind``). ``selected`` counts, per kind, the devices on some nodes (the classes'
+``status.deviceClasses``); ``slice_pools`` gives each node's pool as a rollout verifies it
+(complete generations only, as the scheduler reads them, and each device's kind);
+``without_driver`` names the nodes that publish nothing yet.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .naming import DRIVER, GPU
 
+Raw = Mapping[str, Any]
 
-def selected(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> Counter[str]:
-    """Devices on ``nodes`` by what a class selects: ``gpu`` or the MIG profile."""
-    wanted = set(nodes)
-    newest: dict[str, int] = {}
-    mine: list[Mapping[str, Any]] = []
+
+def device_kind(device: Raw) -> str | None:
+    """``gpu``, a MIG profile, or None for a device of another type (or none)."""
+    kind = _text(device.get("attributes") or {}, "type")
+    if kind == GPU:
+        return GPU
+    return (_text(device.get("attributes") or {}, "profile") or None) if kind == "mig" else None
+
+
+def _newest(slices: Iterable[Raw], nodes: set[str] | None) -> dict[str, list[Raw]]:
+    """Pool name → the specs of its slices of the driver at the pool's highest generation
+    (only slices on ``nodes``, when given)."""
+    by_pool: dict[str, list[Raw]] = {}
     for item in slices:
         spec = item.get("spec") or {}
-        if spec.get("driver") != DRIVER or spec.get("nodeName") not in wanted:
+        name = str((spec.get("pool") or {}).get("name", ""))
+        if spec.get("driver") != DRIVER or not name:
             continue
-        pool = spec.get("pool") or {}
-        name, generation = str(pool.get("name", "")), int(pool.get("generation", 0))
-        newest[name] = max(newest.get(name, generation), generation)
-        mine.append(spec)
+        if nodes is not None and spec.get("nodeName") not in nodes:
+            continue
+        by_pool.setdefault(name, []).append(spec)
+    out = {}
+    for name, specs in by_pool.items():
+        top = max(_generation(s) for s in specs)
+        out[name] = [s for s in specs if _generation(s) == top]
+    return out
+
+
+def selected(slices: Iterable[Raw], nodes: Iterable[str]) -> Counter[str]:
+    """Devices on ``nodes`` by what a class selects: ``gpu`` or the MIG profile."""
     found: Counter[str] = Counter()
-    for spec in mine:
-        pool = spec.get("pool") or {}
-        if int(pool.get("generation", 0)) != newest[str(pool.get("name", ""))]:
-            continue
-        for device in spec.get("devices") or []:
-            attrs = device.get("attributes") or {}
-            kind = _text(attrs, "type")
-            if kind == GPU:
-                found[GPU] += 1
-            elif kind == "mig" and _text(attrs, "profile"):
-                found[_text(attrs, "profile")] += 1
+    for specs in _newest(slices, set(nodes)).values():
+        for spec in specs:
+            for device in spec.get("devices") or []:
+                kind = device_kind(device)
+                if kind is not None:
+                    found[kind] += 1
     return found
 
 
-def without_driver(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class SlicePool:
+    """One node's pool: device counts by kind (None: incomplete) and each device's kind."""
+
+    devices: dict[str, int] | None = None
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+def slice_pools(slices: Iterable[Raw]) -> dict[str, SlicePool]:
+    """Pool name (the node) → its devices, when its newest generation is complete
+    (``resourceSliceCount`` slices), and every device's kind either way."""
+    out = {}
+    for name, current in _newest(slices, None).items():
+        wanted = max(int(s["pool"].get("resourceSliceCount", 1)) for s in current)
+        kinds = {
+            str(d.get("name")): kind
+            for s in current
+            for d in s.get("devices") or []
+            if (kind := device_kind(d)) is not None
+        }
+        counts = Counter(kinds.values())
+        complete = len(current) >= wanted
+        out[name] = SlicePool(dict(sorted(counts.items())) if complete else None, kinds)
+    return out
+
+
+def without_driver(slices: Iterable[Raw], nodes: Iterable[str]) -> tuple[str, ...]:
     """The nodes (sorted) with no ResourceSlice of the driver."""
     published = {
         (item.get("spec") or {}).get("nodeName")
@@ -52,6 +94,10 @@ def without_driver(slices: Iterable[Mapping[str, Any]], nodes: Iterable[str]) ->
         if (item.get("spec") or {}).get("driver") == DRIVER
     }
     return tuple(sorted(set(nodes) - published))
+
+
+def _generation(spec: Raw) -> int:
+    return int((spec.get("pool") or {}).get("generation", 0))
 
 
 def _text(attrs: Mapping[str, Any], name: str) -> str:
