@@ -55,7 +55,7 @@ def observe(
     flight: a converged pool reads the slices and nothing more)."""
     published = api.list_slices(ctx.kube, naming.DRIVER)
     pools = slice_pools(published)
-    filled = fill(ctx, spec, list(seen.views.values()), pools, seen.involved)
+    filled = fill(ctx, spec.dra, list(seen.views.values()), pools, seen.involved)
     views = {v.name: v for v in filled}
     involved = tuple(views[v.name] for v in seen.involved)
     return replace(seen, views=views, involved=involved), Observed(published, pools)
@@ -63,18 +63,18 @@ def observe(
 
 def fill(
     ctx: Context,
-    spec: NodePoolGeometrySpec,
+    plugin_of: DraPool | None,
     views: Sequence[rollout.NodeView],
     pools: dict[str, SlicePool] | None = None,
     involved: Sequence[rollout.NodeView] | None = None,
 ) -> list[rollout.NodeView]:
     """``views`` with what the driver publishes and its plugin pods (those of the pool's
-    DaemonSet and of any DaemonSet a record in flight names) when ``involved`` (default:
-    ``views``) has a node in flight."""
+    DaemonSet, ``plugin_of`` or the default, and of any DaemonSet a record in flight names)
+    when ``involved`` (default: ``views``) has a node in flight."""
     if pools is None:
         pools = slice_pools(api.list_slices(ctx.kube, naming.DRIVER))
     flying = [v for v in (views if involved is None else involved) if v.state is not None]
-    plugin = (spec.dra or DraPool()).kubelet_plugin
+    plugin = (plugin_of or DraPool()).kubelet_plugin
     daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {
         t.plugin
         for v in flying

@@ -102,15 +102,18 @@ def finalize(ctx: Context, name: str) -> bool:
     """Finish or back out in-flight nodes; True once no node carries this pool's cordon or state."""
     obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
     try:
-        policy = NodePoolGeometrySpec.model_validate((obj or {}).get("spec") or {}).rollout
+        spec: NodePoolGeometrySpec | None = NodePoolGeometrySpec.model_validate(
+            (obj or {}).get("spec") or {}
+        )
     except ValidationError:
-        policy = RolloutSpec()  # the spec never parsed: back out with the defaults
+        spec = None  # the spec never parsed: back out with the defaults
+    policy = spec.rollout if spec else RolloutSpec()
     owner = owner_id(name)
     nodes = list_nodes(ctx.kube)
     views = [cluster.pool_view(n, {}) for n in nodes]
     mine = [v for v in views if cluster.touched_by(v, owner)]
     if mine and any(v.state and v.state.target.plugin for v in mine):  # a DRA node verifying
-        mine = dra_pool.fill(ctx, NodePoolGeometrySpec(allocation="DRA"), mine)
+        mine = dra_pool.fill(ctx, spec.dra if spec else None, mine)  # records name the plugin
     dra_classes.sync(ctx, nodes, without=dra_classes.declarer(KIND, name))  # its classes go
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)

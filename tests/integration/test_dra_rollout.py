@@ -246,3 +246,9 @@ def test_a_node_whose_plugin_cannot_restart_fails_and_is_held_naming_what_it_lac
     assert (node["metadata"].get("annotations") or {}).get(c.NODE_PHASE_ANNOTATION) == "Failed"
     stalled = condition(npg(kube, pool), "Ready")
     assert stalled is not None and stalled["status"] == "False", stalled
+
+    # Deleted, the pool releases its failed node: the finalizer reads the node's DRA record
+    # through the driver (it used to fail building a spec for it, and the pool never went).
+    kube.delete(f"{NPG}/{pool}")
+    eventually(lambda: npg(kube, pool) is None, 60, f"{pool} deleted")
+    assert_released(kube, pool)
