@@ -37,6 +37,7 @@ from tessera.domain.cluster import PoolObservation
 from tessera.domain.conditions import Verdict
 from tessera.domain.dra import naming, verdicts
 
+from . import dra_pool
 from .runtime import Context, custom_path
 
 log = logging.getLogger("tessera.dra")
@@ -164,9 +165,10 @@ def _note(dropped: dict[str, str], want: dra.DesiredClass, stored: Obj) -> None:
 def inputs(ctx: Context, *, slices: bool) -> tuple[Hashable, ...]:
     """What a pass's class sync reads besides pools and policies (``skipping``): every
     DeviceClass (a hand-made one may collide or be deleted) and, for a DRA pool, the
-    driver's ResourceSlices (device counts, WaitingForDriver)."""
+    driver's ResourceSlices (device counts, WaitingForDriver; the pass observes the same
+    list: ``dra_pool.one_slice_list``)."""
     classes = tuple(sorted(_version(o) for o in api.list_classes(ctx.kube)))
-    published = api.list_slices(ctx.kube, naming.DRIVER) if slices else []
+    published = dra_pool.slices(ctx) if slices else []
     return classes, tuple(sorted(_version(o) for o in published))
 
 

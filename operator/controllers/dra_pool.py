@@ -9,7 +9,9 @@ holding GPU devices through ResourceClaims count as accelerator pods
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 from tessera.adapters import dra as api
@@ -44,6 +46,31 @@ class Observed:
         return dra_rollout.room_view(view, self.pools.get(view.name))
 
 
+_PASS: ContextVar[list[list[Obj]] | None] = ContextVar("tessera_dra_pass_slices", default=None)
+
+
+@contextmanager
+def one_slice_list() -> Iterator[None]:
+    """Within one pass, ResourceSlices are listed once: the skip check's list (``inputs``)
+    is the one the pass observes, so both see the same slices and the API server one list."""
+    token = _PASS.set([])
+    try:
+        yield
+    finally:
+        _PASS.reset(token)
+
+
+def slices(ctx: Context) -> list[Obj]:
+    """The driver's ResourceSlices, listed at most once in a pass (``one_slice_list``)."""
+    held = _PASS.get()
+    if held:
+        return held[0]
+    listed = api.list_slices(ctx.kube, naming.DRIVER)
+    if held is not None:
+        held.append(listed)
+    return listed
+
+
 def is_dra(spec: NodePoolGeometrySpec) -> bool:
     return spec.allocation == "DRA"
 
@@ -53,7 +80,7 @@ def observe(
 ) -> tuple[cluster.PoolObservation, Observed]:
     """``seen`` with every view's ``dra`` filled in (plugin pods only while a node is in
     flight: a converged pool reads the slices and nothing more)."""
-    published = api.list_slices(ctx.kube, naming.DRIVER)
+    published = slices(ctx)
     pools = slice_pools(published)
     filled = fill(ctx, spec.dra, list(seen.views.values()), pools, seen.involved)
     views = {v.name: v for v in filled}
@@ -72,7 +99,7 @@ def fill(
     DaemonSet, ``plugin_of`` or the default, and of any DaemonSet a record in flight names)
     when ``involved`` (default: ``views``) has a node in flight."""
     if pools is None:
-        pools = slice_pools(api.list_slices(ctx.kube, naming.DRIVER))
+        pools = slice_pools(slices(ctx))
     flying = [v for v in (views if involved is None else involved) if v.state is not None]
     plugin = (plugin_of or DraPool()).kubelet_plugin
     daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {

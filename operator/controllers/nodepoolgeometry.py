@@ -50,7 +50,8 @@ def owner_id(name: str) -> str:
 
 
 def reconcile(ctx: Context, name: str) -> Result:
-    return skeleton.run(ctx, _KIND, name, _steps)
+    with dra_pool.one_slice_list():  # the skip check and the pass share one slice list
+        return skeleton.run(ctx, _KIND, name, _steps)
 
 
 def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outcome:
