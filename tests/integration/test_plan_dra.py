@@ -30,6 +30,18 @@ def _manifest(tmp_path: Path, layout: dict[str, Any]) -> Path:
     return path
 
 
+def _published_elsewhere(kube: Kube, profile: str) -> int:
+    """The observer: MIG devices of ``profile`` in the driver's slices of nodes not in POOL."""
+    return sum(
+        1
+        for item in kube.list(f"{RESOURCE}/resourceslices")
+        if item["spec"]["driver"] == "gpu.nvidia.com"
+        and not str(item["spec"].get("nodeName", "")).startswith(f"{POOL}-")
+        for device in item["spec"].get("devices") or []
+        if device.get("attributes", {}).get("profile", {}).get("string") == profile
+    )
+
+
 def test_plan_lists_class_creates_and_the_devices_per_pool(
     kube: Kube, kubectl: Kubectl, tmp_path: Path
 ) -> None:
@@ -43,9 +55,10 @@ def test_plan_lists_class_creates_and_the_devices_per_pool(
     assert f"{MIG1}: 0 -> 112 devices on 2 node(s)" in text, text
     pool = next(o for o in doc["objects"] if o["name"] == POOL)
     assert pool["devices"] == {MIG1: [0, 112]}
+    # Classes are cluster-wide: the quota capacity also counts what other tests' nodes publish.
     assert doc["capacity"][f"{MIG1}.deviceclass.resource.k8s.io/devices"] == {
         "before": 0,
-        "after": 112,
+        "after": 112 + _published_elsewhere(kube, "1g.10gb"),
     }
 
     # What one node's driver already publishes is the "now" side, read from its slice.
