@@ -1,4 +1,5 @@
-"""DeviceClasses and ResourceSlices (``resource.k8s.io/v1``) through the one client.
+"""DRA objects (``resource.k8s.io/v1``) through the one client: DeviceClasses, ResourceSlices,
+ResourceClaims, and the pods of the namespace a driver's kubelet plugin runs in.
 
 Thin verbs over ``Kube``: every write carries the resourceVersion it was planned from (an
 update is a PUT of the object read, a delete has a precondition), so a write that meets
@@ -17,6 +18,7 @@ from .kube import Kube
 
 DEVICECLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RESOURCESLICES = "/apis/resource.k8s.io/v1/resourceslices"
+RESOURCECLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 
 
 def _listed(kube: Kube, path: str, field_selector: str | None = None) -> list[Obj]:
@@ -35,6 +37,16 @@ def list_classes(kube: Kube) -> list[Obj]:
 def list_slices(kube: Kube, driver: str) -> list[Obj]:
     """The ResourceSlices of ``driver`` (a field the API server selects on)."""
     return _listed(kube, RESOURCESLICES, f"spec.driver={driver}")
+
+
+def list_claims(kube: Kube) -> list[Obj]:
+    """Every ResourceClaim (a rollout reads them only while a pass reads pods)."""
+    return _listed(kube, RESOURCECLAIMS)
+
+
+def list_pods_in(kube: Kube, namespace: str) -> list[Obj]:
+    """The pods of ``namespace``: where a driver's kubelet-plugin DaemonSet runs."""
+    return kube.list(f"/api/v1/namespaces/{namespace}/pods")
 
 
 def create_class(kube: Kube, manifest: Mapping[str, Any]) -> Obj:

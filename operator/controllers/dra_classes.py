@@ -35,7 +35,7 @@ from tessera.domain.conditions import Verdict
 from tessera.domain.dra import naming, verdicts
 from tessera.domain.failures import Failure
 
-from . import skeleton
+from . import dra_pool, skeleton
 from .runtime import Context, custom_path
 
 log = logging.getLogger("tessera.dra")
@@ -156,9 +156,10 @@ def _note(dropped: dict[str, str], want: dra.DesiredClass, stored: Obj) -> None:
 def inputs(ctx: Context, *, slices: bool) -> tuple[Hashable, ...]:
     """What a pass's class sync reads besides pools and policies (``skipping``): every
     DeviceClass (a hand-made one may collide or be deleted) and, for a DRA pool, the
-    driver's ResourceSlices (device counts, WaitingForDriver)."""
+    driver's ResourceSlices (device counts, WaitingForDriver; the pass observes the same
+    list: ``dra_pool.one_slice_list``)."""
     classes = tuple(sorted(_version(o) for o in api.list_classes(ctx.kube)))
-    published = api.list_slices(ctx.kube, naming.DRIVER) if slices else []
+    published = dra_pool.slices(ctx) if slices else []
     return classes, tuple(sorted(_version(o) for o in published))
 
 
@@ -180,10 +181,10 @@ def report(synced: Synced, who: str, *, on_dra: bool) -> bool:
 
 
 def pool_part(
-    ctx: Context, synced: Synced, pool: str, seen: PoolObservation, verdict: Verdict
+    synced: Synced, pool: str, seen: PoolObservation, verdict: Verdict, published: list[Obj]
 ) -> tuple[Verdict, list[dict[str, Any]]]:
-    """A DRA pool's verdict and ``status.deviceClasses`` (``domain.dra.verdicts``)."""
+    """A DRA pool's verdict and ``status.deviceClasses`` (``domain.dra.verdicts``), from the
+    ResourceSlices the pass listed (``dra_pool.Observed.slices``)."""
     nodes = sorted(seen.targets)
-    published = api.list_slices(ctx.kube, naming.DRIVER)
     listed = verdicts.pool_classes(synced, pool, published, nodes)
     return verdicts.pool_verdict(synced, pool, published, nodes, verdict), listed

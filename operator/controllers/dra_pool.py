@@ -1,19 +1,25 @@
 """A NodePoolGeometry with ``allocation: DRA``: its nodes seen through the DRA driver.
 
 The rollout engine is the same; for a DRA pool each node's view also carries the devices
-its ResourceSlices publish and its kubelet-plugin pods (``rollout.dra_views``), and pods
+its ResourceSlices publish (``domain.dra.slices``) and its kubelet-plugin pods
+(``rollout.dra_views``), and pods
 holding GPU devices through ResourceClaims count as accelerator pods
 (``domain.dra_rollout``). A device-plugin pool reads none of this.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
-from tessera.adapters import dra_reads
+from tessera.adapters import dra as api
+from tessera.adapters.kube import Obj
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
 from tessera.domain import cluster, dra_rollout, rollout
+from tessera.domain.dra import naming
+from tessera.domain.dra.slices import SlicePool, slice_pools
 from tessera.domain.rollout.dra_views import DraNode, PluginPod
 
 from .runtime import Context
@@ -21,9 +27,12 @@ from .runtime import Context
 
 @dataclass(frozen=True)
 class Observed:
-    """The pool's slices, and (once pods are read) every claim's allocated devices."""
+    """The driver's ResourceSlices as listed once this pass (``slices``; the class sync's
+    device counts read the same list), each node's pool from them, and (once pods are read)
+    every claim's allocated devices."""
 
-    pools: dict[str, dra_rollout.SlicePool]
+    slices: list[Obj]
+    pools: dict[str, SlicePool]
     claims: dra_rollout.Allocations | None = None
 
     def pods(self, pods: Sequence[rollout.PodView]) -> list[rollout.PodView]:
@@ -37,6 +46,31 @@ class Observed:
         return dra_rollout.room_view(view, self.pools.get(view.name))
 
 
+_PASS: ContextVar[list[list[Obj]] | None] = ContextVar("tessera_dra_pass_slices", default=None)
+
+
+@contextmanager
+def one_slice_list() -> Iterator[None]:
+    """Within one pass, ResourceSlices are listed once: the skip check's list (``inputs``)
+    is the one the pass observes, so both see the same slices and the API server one list."""
+    token = _PASS.set([])
+    try:
+        yield
+    finally:
+        _PASS.reset(token)
+
+
+def slices(ctx: Context) -> list[Obj]:
+    """The driver's ResourceSlices, listed at most once in a pass (``one_slice_list``)."""
+    held = _PASS.get()
+    if held:
+        return held[0]
+    listed = api.list_slices(ctx.kube, naming.DRIVER)
+    if held is not None:
+        held.append(listed)
+    return listed
+
+
 def is_dra(spec: NodePoolGeometrySpec) -> bool:
     return spec.allocation == "DRA"
 
@@ -46,29 +80,31 @@ def observe(
 ) -> tuple[cluster.PoolObservation, Observed]:
     """``seen`` with every view's ``dra`` filled in (plugin pods only while a node is in
     flight or publishes no complete pool: a converged pool reads the slices, nothing more)."""
-    pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
-    filled = fill(ctx, spec, list(seen.views.values()), pools, seen.involved)
+    published = slices(ctx)
+    pools = slice_pools(published)
+    filled = fill(ctx, spec.dra, list(seen.views.values()), pools, seen.involved)
     views = {v.name: v for v in filled}
     involved = tuple(views[v.name] for v in seen.involved)
-    return replace(seen, views=views, involved=involved), Observed(pools)
+    return replace(seen, views=views, involved=involved), Observed(published, pools)
 
 
 def fill(
     ctx: Context,
-    spec: NodePoolGeometrySpec,
+    plugin_of: DraPool | None,
     views: Sequence[rollout.NodeView],
-    pools: dict[str, dra_rollout.SlicePool] | None = None,
+    pools: dict[str, SlicePool] | None = None,
     involved: Sequence[rollout.NodeView] | None = None,
 ) -> list[rollout.NodeView]:
     """``views`` with what the driver publishes and its plugin pods (those of the pool's
-    DaemonSet and of any DaemonSet a record in flight names) when ``involved`` (default:
-    ``views``) has a node in flight or one without a complete pool (is its driver there?)."""
+    DaemonSet, ``plugin_of`` or the default, and of any DaemonSet a record in flight names)
+    when ``involved`` (default: ``views``) has a node in flight or one without a complete pool
+    (is its driver there?)."""
     if pools is None:
-        pools = dra_rollout.slice_pools(dra_reads.slices(ctx.kube))
+        pools = slice_pools(slices(ctx))
     mine = views if involved is None else involved
     flying = [v for v in mine if v.state is not None]
     unpublished = any((p := pools.get(v.name)) is None or p.devices is None for v in mine)
-    plugin = (spec.dra or DraPool()).kubelet_plugin
+    plugin = (plugin_of or DraPool()).kubelet_plugin
     daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {
         t.plugin
         for v in flying
@@ -78,7 +114,7 @@ def fill(
     pods: dict[str, dict[str, tuple[PluginPod, ...]]] = {}
     for ds in sorted(daemon_sets) if flying or unpublished else []:
         namespace, name = ds.split("/", 1)
-        by_node = dra_rollout.plugin_pods(dra_reads.pods_in(ctx.kube, namespace), name)
+        by_node = dra_rollout.plugin_pods(api.list_pods_in(ctx.kube, namespace), name)
         for node, found in by_node.items():
             pods.setdefault(node, {})[ds] = found
 
@@ -92,4 +128,4 @@ def fill(
 
 def with_claims(ctx: Context, observed: Observed) -> Observed:
     """``observed`` with every claim's allocation: read once a pass reads pods."""
-    return replace(observed, claims=dra_rollout.allocations(dra_reads.claims(ctx.kube)))
+    return replace(observed, claims=dra_rollout.allocations(api.list_claims(ctx.kube)))

@@ -50,7 +50,8 @@ def owner_id(name: str) -> str:
 
 
 def reconcile(ctx: Context, name: str) -> Result:
-    return skeleton.run(ctx, _KIND, name, _steps)
+    with dra_pool.one_slice_list():  # the skip check and the pass share one slice list
+        return skeleton.run(ctx, _KIND, name, _steps)
 
 
 def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outcome:
@@ -84,9 +85,11 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
     verdict = landed(_verdict(name, spec, seen, plan), applied)
     status = _status(obj, plan, seen.targets)
     synced = dra_classes.sync(ctx, nodes)  # every pass: classes are shared by pools, policies
-    dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=spec.allocation == "DRA")
-    if spec.allocation == "DRA":
-        verdict, status["deviceClasses"] = dra_classes.pool_part(ctx, synced, name, seen, verdict)
+    dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=dra is not None)
+    if dra is not None:  # the slices listed once, by observe
+        verdict, status["deviceClasses"] = dra_classes.pool_part(
+            synced, name, seen, verdict, dra.slices
+        )
     else:
         verdict = synced.verdict(dra_classes.declarer(KIND, name)) or verdict
     driver.export_phases(KIND, name, plan)
@@ -101,17 +104,20 @@ def finalize(ctx: Context, name: str) -> bool:
     """Finish or back out in-flight nodes; True once no node carries this pool's cordon or state."""
     obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
     try:
-        policy = NodePoolGeometrySpec.model_validate((obj or {}).get("spec") or {}).rollout
+        spec: NodePoolGeometrySpec | None = NodePoolGeometrySpec.model_validate(
+            (obj or {}).get("spec") or {}
+        )
     except ValidationError:
-        policy = RolloutSpec()  # the spec never parsed: back out with the defaults
+        spec = None  # the spec never parsed: back out with the defaults
+    policy = spec.rollout if spec else RolloutSpec()
     owner = owner_id(name)
     nodes = list_nodes(ctx.kube)
     views = [cluster.pool_view(n, {}) for n in nodes]
     mine = [v for v in views if cluster.touched_by(v, owner)]
     if mine and any(v.state and v.state.target.plugin for v in mine):  # a DRA node verifying
-        mine = dra_pool.fill(ctx, NodePoolGeometrySpec(allocation="DRA"), mine)
+        mine = dra_pool.fill(ctx, spec.dra if spec else None, mine)  # records name the plugin
     who = dra_classes.declarer(KIND, name)
-    synced = dra_classes.sync(ctx, nodes, without=who)
+    synced = dra_classes.sync(ctx, nodes, without=who)  # its classes go
     unsynced = _declares_classes(obj) and dra_classes.holds_deletion(synced, who)
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)

@@ -1,88 +1,31 @@
 """Raw DRA objects → what a rollout on a DRA pool decides on (pure: objects in, values out).
 
-- ``slice_pools``: each node's devices as NVIDIA's driver publishes them — the ResourceSlices
-  of driver ``gpu.nvidia.com`` whose pool is the node, at the pool's highest generation,
-  only when that generation is complete (``resourceSliceCount`` slices), as the scheduler
-  reads them. A device counts by ``type``: ``gpu``, or
-  its ``profile`` when ``mig``.
+Each node's devices as NVIDIA's driver publishes them are ``domain.dra.slices.slice_pools``.
+
 - ``expected_devices``: what a node's slices must publish once its layout is live, from
   the same per-GPU resolution the device-plugin verification uses (``geometry.capacity``).
 - ``plugin_pods``: the kubelet-plugin pods of the pool's DaemonSet, by node.
 - ``with_claims``: pods whose ResourceClaims hold devices of ``gpu.nvidia.com`` in their
   node's pool are GPU pods: the drain evicts them, and the room check counts what they hold
-  by the Tessera DeviceClass of each device's kind (``room_key``).
+  by the Tessera DeviceClass of each device's kind (``naming.geometry_class``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from tessera.api.v1alpha1.nodepoolgeometry import MigLayout
+from tessera.domain.dra.naming import DRIVER, GPU, geometry_class
+from tessera.domain.dra.slices import SlicePool
 from tessera.domain.geometry import capacity
 from tessera.domain.geometry.catalog import GpuModel
 from tessera.domain.geometry.layouts import GeometryError
 from tessera.domain.rollout import NodeView, PodView
-from tessera.domain.rollout.dra_views import (
-    DRIVER,
-    UNPUBLISHED,
-    WHOLE_GPU,
-    PluginPod,
-    room_key,
-)
+from tessera.domain.rollout.dra_views import UNPUBLISHED, PluginPod
 
 Raw = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class SlicePool:
-    """One node's pool: device counts by kind (None: incomplete) and each device's kind."""
-
-    devices: dict[str, int] | None = None
-    kinds: dict[str, str] = field(default_factory=dict)
-
-
-def _attr(device: Raw, name: str) -> str | None:
-    attrs = device.get("attributes") or {}
-    value = attrs.get(name) or attrs.get(f"{DRIVER}/{name}") or {}
-    text = value.get("string") if isinstance(value, dict) else None
-    return text if isinstance(text, str) else None
-
-
-def device_kind(device: Raw) -> str | None:
-    """``gpu``, a MIG profile, or None for a device of another type (or none)."""
-    kind = _attr(device, "type")
-    if kind == WHOLE_GPU:
-        return WHOLE_GPU
-    return _attr(device, "profile") if kind == "mig" else None
-
-
-def slice_pools(slices: Iterable[Raw]) -> dict[str, SlicePool]:
-    """Pool name (the node) → its devices, from ``gpu.nvidia.com``'s ResourceSlices."""
-    by_pool: dict[str, list[Raw]] = {}
-    for sl in slices:
-        spec = sl.get("spec") or {}
-        if spec.get("driver") == DRIVER and (spec.get("pool") or {}).get("name"):
-            by_pool.setdefault(spec["pool"]["name"], []).append(spec)
-    out = {}
-    for name, specs in by_pool.items():
-        top = max(int(s["pool"].get("generation", 0)) for s in specs)
-        current = [s for s in specs if int(s["pool"].get("generation", 0)) == top]
-        wanted = max(int(s["pool"].get("resourceSliceCount", 1)) for s in current)
-        kinds = {
-            str(d.get("name")): kind
-            for s in current
-            for d in s.get("devices") or []
-            if (kind := device_kind(d)) is not None
-        }
-        counts: dict[str, int] = {}
-        for kind in kinds.values():
-            counts[kind] = counts.get(kind, 0) + 1
-        out[name] = SlicePool(
-            dict(sorted(counts.items())) if len(current) >= wanted else None, kinds
-        )
-    return out
 
 
 def expected_devices(
@@ -95,7 +38,7 @@ def expected_devices(
         raise GeometryError(verdict.reason)
     out: dict[str, int] = {}
     for result in verdict.placements:
-        kinds = [i.profile for i in result.instances] or [WHOLE_GPU]
+        kinds = [i.profile for i in result.instances] or [GPU]
         for kind in kinds:
             out[kind] = out.get(kind, 0) + 1
     return dict(sorted(out.items()))
@@ -161,7 +104,7 @@ def with_claims(
         requests = dict(pod.requests)
         for device in held:
             kind = kinds.get(device)
-            key = room_key(kind) if kind is not None else UNPUBLISHED
+            key = geometry_class(kind) if kind is not None else UNPUBLISHED
             requests[key] = requests.get(key, 0) + 1
         out.append(replace(pod, requests_accelerator=True, requests=requests))
     return out
@@ -171,5 +114,5 @@ def room_view(view: NodeView, pool: SlicePool | None) -> NodeView:
     """A node for the room check: its published devices as room, by DeviceClass."""
     if pool is None or pool.devices is None:
         return view
-    extra = {room_key(kind): n for kind, n in pool.devices.items()}
+    extra = {geometry_class(kind): n for kind, n in pool.devices.items()}
     return replace(view, allocatable={**view.allocatable, **extra})

@@ -22,10 +22,10 @@ import yaml
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, MigLayout, NodePoolGeometrySpec
 from tessera.domain import dra_rollout
+from tessera.domain.dra.naming import geometry_class
 from tessera.domain.geometry import ascend, capacity, catalog, migparted, vnpu
 from tessera.domain.geometry.layouts import GeometryError, config_name
 from tessera.domain.rollout import DesiredNode
-from tessera.domain.rollout.dra_views import room_key
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
 
 WHOLE_GPUS = (MigLayout(devices="all", profiles={}),)
@@ -129,7 +129,7 @@ def _dra(
         expected_devices=devices,
         plugin=f"{plugin.namespace}/{plugin.daemon_set}",
     )
-    return NodeTarget(desired, (name, entries), {room_key(k): n for k, n in devices.items()})
+    return NodeTarget(desired, (name, entries), {geometry_class(k): n for k, n in devices.items()})
 
 
 def _ascend(pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str]) -> NodeTarget:

@@ -11,9 +11,11 @@ import yaml
 from tessera.adapters.kube import Kube
 
 from .conftest import ROOT, Kubectl
+from .dra_support import samples_dra_pool_removed
 
 SAMPLES = sorted((ROOT / "config" / "samples").glob("*_*.yaml"))
 INVALID = sorted((ROOT / "tests" / "data" / "invalid").glob("*.yaml"))
+__all__ = ["samples_dra_pool_removed"]  # the samples' DRA pool deleted after the module
 
 
 def test_crds_are_established_and_structural(kube: Kube) -> None:
@@ -49,6 +51,7 @@ def test_invalid_manifest_is_rejected_with_its_message(kubectl: Kubectl, manifes
     assert match.group(1) in result.stderr
 
 
+@pytest.mark.usefixtures("samples_dra_pool_removed")
 def test_kubectl_get_shows_printer_columns(kubectl: Kubectl) -> None:
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
     sp = kubectl.ok("get", "sharingpolicies")

@@ -26,9 +26,12 @@ from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import Kube
 
 from .conftest import ROOT, Kubectl, OperatorProcess
+from .dra_support import samples_dra_pool_removed
 from .helpers import condition, eventually
 
 DEADLINE = 120.0
+__all__ = ["samples_dra_pool_removed"]
+pytestmark = pytest.mark.usefixtures("samples_dra_pool_removed")  # classes are global
 PDBS = "/apis/policy/v1/namespaces/ml/poddisruptionbudgets"
 SAMPLES = {
     (doc["kind"], doc["metadata"]["name"])

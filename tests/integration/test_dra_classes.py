@@ -25,6 +25,7 @@ from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.domain import dra
 
 from .conftest import OperatorProcess
+from .dra_support import DraObjects, dra_objects, wait_absent
 from .helpers import condition, eventually, namespace
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
@@ -35,6 +36,7 @@ MANAGED = {"app.kubernetes.io/managed-by": "tessera"}
 GUARD = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com']"
 HALF_MIG = {"mig": {"layouts": [{"devices": "0-3", "profiles": {"1g.10gb": 7}}]}}
 PAUSED = {"paused": True}
+__all__ = ["dra_objects"]  # the fixture: pools and policies deleted, their classes gone
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -95,9 +97,12 @@ def pool_of(name: str, layout: dict[str, Any] | None = None, **gates: bool) -> d
     return (built.layout(layout) if layout else built).obj()
 
 
-def test_pool_classes_follow_the_geometry_and_count_published_devices(kube: Kube) -> None:
+def test_pool_classes_follow_the_geometry_and_count_published_devices(
+    kube: Kube, dra_objects: DraObjects
+) -> None:
+    wait_absent(kube, "gpu.tessera.io", "mig-1g.10gb.tessera.io", "mig-2g.20gb.tessera.io")
     nodes = fleet.create_nodes(kube, fleet.pool("dra-a", "H100-80GB", 2))
-    kube.create(NPG, pool_of("dra-a", HALF_MIG))
+    kube.create(NPG, pool_of(dra_objects.track(NPG, "dra-a"), HALF_MIG))
     path = f"{NPG}/dra-a"
     wanted = {"gpu.tessera.io", "mig-1g.10gb.tessera.io"}
     eventually(lambda: wanted <= set(ours(kube)), what="the pool's classes")
@@ -139,11 +144,14 @@ def test_pool_classes_follow_the_geometry_and_count_published_devices(kube: Kube
     eventually(lambda: "mig-2g.20gb.tessera.io" not in ours(kube), what="classes gone")
 
 
-def test_policy_the_driver_would_refuse_writes_nothing_until_its_gate_is_on(kube: Kube) -> None:
+def test_policy_the_driver_would_refuse_writes_nothing_until_its_gate_is_on(
+    kube: Kube, dra_objects: DraObjects
+) -> None:
+    wait_absent(kube, "gpu.tessera.io")
     nodes = fleet.create_nodes(kube, fleet.pool("dra-b", "H100-80GB", 1))
-    kube.create(NPG, pool_of("dra-b"))  # whole GPUs
+    kube.create(NPG, pool_of(dra_objects.track(NPG, "dra-b")))  # whole GPUs
     mps = {"defaultActiveThreadPercentage": 40, "defaultPinnedDeviceMemoryLimit": "10Gi"}
-    kube.create(SP, dra_policy("dra-mps", "dra-b", "MPS", mps=mps).obj())
+    kube.create(SP, dra_policy(dra_objects.track(SP, "dra-mps"), "dra-b", "MPS", mps=mps).obj())
     path = f"{SP}/dra-mps"
     eventually(lambda: reason(kube, path, "Stalled") == "InvalidConfig", what="refused")
     text = message(kube, path, "Stalled")
@@ -196,7 +204,7 @@ def test_policy_the_driver_would_refuse_writes_nothing_until_its_gate_is_on(kube
         ),
         what="the class's config updated",
     )
-    kube.create(NPG, pool_of("dra-b2"))
+    kube.create(NPG, pool_of(dra_objects.track(NPG, "dra-b2")))
     both = "NodePoolGeometry/dra-b,NodePoolGeometry/dra-b2"
     eventually(lambda: declared_by(kube, "gpu.tessera.io") == both, what="two declarers")
     kube.delete(f"{NPG}/dra-b2")
@@ -210,14 +218,17 @@ def test_policy_the_driver_would_refuse_writes_nothing_until_its_gate_is_on(kube
     kube.delete(f"{NPG}/dra-b")
 
 
-def test_hand_made_class_of_a_wanted_name_is_a_conflict_and_left_alone(kube: Kube) -> None:
+def test_hand_made_class_of_a_wanted_name_is_a_conflict_and_left_alone(
+    kube: Kube, dra_objects: DraObjects
+) -> None:
+    wait_absent(kube, "mig-3g.40gb.tessera.io", "mig-1g.10gb.tessera.io")
     fleet.create_nodes(kube, fleet.pool("dra-c", "H100-80GB", 1))
     theirs = DeviceClassWrapper("mig-3g.40gb.tessera.io").selector(
         "device.driver == 'x.example.com'"
     )
     made = kube.create(CLASSES, theirs.obj())
     layout = {"mig": {"layouts": [{"profiles": {"3g.40gb": 1, "1g.10gb": 4}}]}}
-    kube.create(NPG, pool_of("dra-c", layout))
+    kube.create(NPG, pool_of(dra_objects.track(NPG, "dra-c"), layout))
     path = f"{NPG}/dra-c"
     eventually(lambda: reason(kube, path, "Stalled") == "Conflict", what="Conflict")
     assert "mig-3g.40gb.tessera.io" in message(kube, path, "Stalled")
@@ -237,9 +248,16 @@ def test_hand_made_class_of_a_wanted_name_is_a_conflict_and_left_alone(kube: Kub
     kube.delete(f"{CLASSES}/mig-3g.40gb.tessera.io")
 
 
-def test_kube_scheduler_allocates_a_claim_of_a_tessera_class(kube: Kube) -> None:
+def test_kube_scheduler_allocates_a_claim_of_a_tessera_class(
+    kube: Kube, dra_objects: DraObjects
+) -> None:
     nodes = fleet.create_nodes(kube, fleet.pool("dra-d", "H100-80GB", 1))
-    kube.create(NPG, pool_of("dra-d", {"mig": {"layouts": [{"profiles": {"1g.20gb": 4}}]}}))
+    kube.create(
+        NPG,
+        pool_of(
+            dra_objects.track(NPG, "dra-d"), {"mig": {"layouts": [{"profiles": {"1g.20gb": 4}}]}}
+        ),
+    )
     eventually(lambda: klass(kube, "mig-1g.20gb.tessera.io"), what="the class")
     # a whole GPU beside the MIG devices: it has no profile attribute, so only a selector that
     # reads type first lets kube-scheduler evaluate the class against it without an error
@@ -303,11 +321,17 @@ def test_a_field_the_api_server_drops_is_named_with_its_feature_gate(kube: Kube)
 
 
 def test_a_class_deleted_by_hand_comes_back_though_its_pool_is_idle(
-    kube: Kube, operator: OperatorProcess
+    kube: Kube, operator: OperatorProcess, dra_objects: DraObjects
 ) -> None:
     """A converged (here: Stalled NoNodes) pool's passes are skipped while their inputs stay
     the same; the DeviceClasses are among those inputs, so a hand deletion re-runs the pass."""
-    kube.create(NPG, pool_of("dra-e", {"mig": {"layouts": [{"profiles": {"7g.80gb": 1}}]}}))
+    wait_absent(kube, "mig-7g.80gb.tessera.io")
+    kube.create(
+        NPG,
+        pool_of(
+            dra_objects.track(NPG, "dra-e"), {"mig": {"layouts": [{"profiles": {"7g.80gb": 1}}]}}
+        ),
+    )
     path = f"{NPG}/dra-e"
     eventually(lambda: reason(kube, path, "Stalled") == "NoNodes", what="a pool with no node")
     eventually(lambda: klass(kube, "mig-7g.80gb.tessera.io"), what="its class")

@@ -21,7 +21,9 @@ from builders.dra import DeviceClassWrapper, ResourceSliceWrapper
 from tessera.adapters.kube import ApiError, Kube, path_of
 
 from .conftest import OperatorProcess
+from .dra_support import wait_absent
 from .helpers import condition, eventually, namespace
+from .test_tenantquota import _enforced, _quota, _ready
 
 CLASS = "mig-1g.10gb.tessera.io"
 DEVICES = f"{CLASS}.deviceclass.resource.k8s.io/devices"
@@ -59,27 +61,8 @@ def _requested(kube: Kube) -> int:
 
 
 def _hard(kube: Kube, ns: str) -> dict[str, str]:
-    quota = _quota(kube, ns) or {}
+    quota = _quota(kube, ns, "dq") or {}
     return dict((quota.get("spec") or {}).get("hard") or {})
-
-
-def _quota(kube: Kube, ns: str) -> dict[str, Any] | None:
-    return kube.get_or_none(path_of("v1", "resourcequotas", "tessera-dq", ns))
-
-
-def _enforced(kube: Kube, ns: str) -> bool:
-    quota = _quota(kube, ns) or {}
-    return bool(quota) and (quota.get("status") or {}).get("hard") == quota["spec"]["hard"]
-
-
-def _ready(kube: Kube) -> bool:
-    obj = kube.get_or_none(f"{TQ}/dq")
-    cond = condition(obj, "Ready")
-    return bool(
-        cond
-        and cond["status"] == "True"
-        and obj["status"]["observedGeneration"] == obj["metadata"]["generation"]  # type: ignore[index]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +75,8 @@ def tenant(kube: Kube, operator: OperatorProcess) -> str:
         "total": {DEVICES: 2},
     }
     kube.create(TQ, custom("TenantQuota", "dq", spec))  # the CRD accepts the DRA names
-    eventually(lambda: _ready(kube), 60, "TenantQuota dq Ready")
-    eventually(lambda: all(_enforced(kube, ns) for ns in SPACES), 60, "quotas enforced")
+    eventually(lambda: _ready(kube, "dq"), 60, "TenantQuota dq Ready")
+    eventually(lambda: all(_enforced(kube, ns, "dq") for ns in SPACES), 60, "quotas enforced")
     return "dq"
 
 
@@ -108,8 +91,9 @@ def test_the_quota_keys_are_the_names_the_claim_evaluator_counts(kube: Kube, ten
 def test_concurrent_claims_in_two_namespaces_never_exceed_the_total(
     kube: Kube, tenant: str
 ) -> None:
-    # No DeviceClass of that name exists yet: the evaluator counts claims by the class name.
-    assert kube.get_or_none(f"{RESOURCE}/deviceclasses/{CLASS}") is None
+    # No DeviceClass of that name exists (an earlier test's pool may still be leaving): the
+    # evaluator counts claims by the class name alone.
+    wait_absent(kube, CLASS)
     names = itertools.count()
     refusals: list[str] = []
 
@@ -133,7 +117,7 @@ def test_concurrent_claims_in_two_namespaces_never_exceed_the_total(
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(attempt, list(SPACES) * 2))
         assert _requested(kube) <= 2
-        eventually(lambda: _ready(kube), 60, "rebalanced")
+        eventually(lambda: _ready(kube, "dq"), 60, "rebalanced")
 
     def reached() -> bool:
         if _requested(kube) < 2:
@@ -226,6 +210,7 @@ def test_status_capacity_counts_the_devices_the_slices_offer_the_class(
             .obj(),
         ),
     ]
+    wait_absent(kube, CLASS)  # the hand-made class takes a name Tessera's pools may hold
     for path, body in made:
         kube.create(path, body)
     try:

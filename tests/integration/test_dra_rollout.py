@@ -3,9 +3,11 @@
 Two H100 nodes of a pool with ``allocation: DRA`` run the simulated MIG manager and the
 simulated NVIDIA DRA driver (``devcluster.dradriver``: its kubelet-plugin DaemonSet, run by
 the real DaemonSet controller and KWOK, publishes a node's ResourceSlice only when its pod
-starts). A Deployment's replicas hold ResourceClaims from a template naming a DeviceClass of
-one MIG profile; kube-scheduler allocates them. A platform engineer changes the pool's
-geometry; an outside ``Ledger`` watches Nodes and Pods throughout:
+starts). A Deployment's replicas hold ResourceClaims from a template naming Tessera's
+DeviceClass of one MIG profile (``mig-1g.10gb.tessera.io``, written by the operator from the
+pool); kube-scheduler allocates each to a device of exactly that profile on a node of the
+pool. A platform engineer changes the pool's geometry; an outside ``Ledger`` watches Nodes
+and Pods throughout:
 
 * the nodes are drained one at a time (never more than ``maxUnavailable`` held), the
   replicas holding the nodes' GPUs through claims evicted and placed again by the scheduler;
@@ -34,42 +36,37 @@ from tessera.api import constants as c
 
 from . import story_support as story
 from .conftest import OperatorProcess
-from .faults import NPG, agents, assert_released, events, npg, pool_spec, wait_ready
+from .dra_support import NPG, DraObjects, dra_objects
+from .faults import agents, assert_released, events, npg, pool_spec, wait_ready
 from .helpers import condition, eventually, namespace, wait_running
 from .rollout_ledger import Ledger
 
-__all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
+__all__ = ["agents", "dra_objects"]  # fixtures: simulated GPU agents; pools deleted after
 pytestmark = pytest.mark.integration
 RESOURCE = "resource.k8s.io/v1"
 ONE_G = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 MIXED = {"mig": {"layouts": [{"profiles": {"1g.10gb": 3, "2g.20gb": 2}}]}}
-# The test's own classes: Tessera's classes (issue 16, item 2) are written by the operator
-# once that lands; names of its own keep this test independent of them.
-CLASSES = {"1g.10gb": "drarollout-1g10gb", "2g.20gb": "drarollout-2g20gb"}
-
-
-def guarded(profile: str) -> str:
-    return (
-        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
-        f" && device.attributes['gpu.nvidia.com'].profile == '{profile}'"
-    )
+# Tessera's classes for the two profiles (docs/dra.md), written by the operator from the pool.
+CLASSES = {"1g.10gb": "mig-1g.10gb.tessera.io", "2g.20gb": "mig-2g.20gb.tessera.io"}
 
 
 @pytest.fixture(scope="module")
 def driver(kube: Kube, agents: None) -> Iterator[dradriver.DraDriver]:
     sim = dradriver.DraDriver(kube).start()
-    for profile, name in CLASSES.items():
-        body = {
-            "metadata": {"name": name},
-            "spec": {"selectors": [{"cel": {"expression": guarded(profile)}}]},
-        }
-        kube.create(path_of(RESOURCE, "deviceclasses"), body)
     try:
         yield sim
     finally:
         sim.stop()
-        for name in CLASSES.values():
-            kube.delete(path_of(RESOURCE, "deviceclasses", name))
+
+
+def tessera_class(kube: Kube, profile: str) -> Obj:
+    """Tessera's class for ``profile``, once the operator wrote it (a pool declares it)."""
+    name = CLASSES[profile]
+    found = eventually(
+        lambda: kube.get_or_none(path_of(RESOURCE, "deviceclasses", name)), 60, f"class {name}"
+    )
+    assert found["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tessera", found
+    return found
 
 
 def dra_spec(pool: str, layout: dict[str, Any], **rollout: Any) -> dict[str, Any]:
@@ -144,16 +141,27 @@ def profile_of(kube: Kube, node: str, device: str) -> str:
 
 
 def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_its_slices(
-    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver
+    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver, dra_objects: DraObjects
 ) -> None:
     pool, ns = "dra-roll", "dra-roll-ns"
     names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 2, devices=1, dra=True))
-    kube.create(NPG, custom("NodePoolGeometry", pool, dra_spec(pool, ONE_G, maxUnavailable=1)))
+    kube.create(
+        NPG,
+        custom(
+            "NodePoolGeometry",
+            dra_objects.track(NPG, pool),
+            dra_spec(pool, ONE_G, maxUnavailable=1),
+        ),
+    )
     wait_ready(kube, pool, 180, "1g.10gb layout on the DRA pool")
     for name in names:
         assert published(kube, name) == {"1g.10gb": 7}, name
+    tessera_class(kube, "1g.10gb")  # the operator's class, the one the template names
     namespace(kube, ns)
     before = deploy(kube, ns, "infer", pool, 3, CLASSES["1g.10gb"])
+    first = eventually(lambda: len(allocations(kube, ns)) == 3 and allocations(kube, ns), 60)
+    for node, device, claim in first:  # exactly the class's profile, on a node of the pool
+        assert node in names and profile_of(kube, node, device) == "1g.10gb", (node, device, claim)
     plugins = {name: plugin_uid(kube, name) for name in names}
     restarted = {name: len(eventually(lambda n=name: restarts(kube, n), 30)) for name in names}
 
@@ -180,6 +188,7 @@ def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_it
         assert len(deleted) == restarted[name] + 1, deleted  # once per layout
 
     # New claims land on the new profile, and nothing is allocated on a device gone.
+    tessera_class(kube, "2g.20gb")  # written when the geometry declared the profile
     deploy(kube, ns, "infer-2g", pool, 2, CLASSES["2g.20gb"])
 
     # The evicted replicas' claims go with their pods (kube-controller-manager deletes them).
@@ -190,17 +199,20 @@ def test_a_geometry_change_rolls_a_dra_pool_node_by_node_and_verifies_it_from_it
     held = eventually(five, 60, "the claims of the five replicas alone")
     for node, device, claim in held:
         assert node in names and device in device_names(kube, node), (node, device, claim)
-    two_g = [(n, d) for n, d, claim in held if claim.startswith("infer-2g-")]
-    assert len(two_g) == 2 and all(profile_of(kube, n, d) == "2g.20gb" for n, d in two_g)
+    want = {"infer-2g-": "2g.20gb", "infer-": "1g.10gb"}  # each claim: its class's profile
+    for node, device, claim in held:
+        profile = next(p for prefix, p in want.items() if claim.startswith(prefix))
+        assert profile_of(kube, node, device) == profile, (node, device, claim)
+    assert len([c for _, _, c in held if c.startswith("infer-2g-")]) == 2, held
 
 
 def test_a_node_whose_plugin_cannot_restart_fails_and_is_held_naming_what_it_lacks(
-    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver
+    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver, dra_objects: DraObjects
 ) -> None:
     pool = "dra-stuck"
     (name,) = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1, devices=1, dra=True))
     spec = dra_spec(pool, ONE_G, verifyTimeout="30s", onFailure="Hold")
-    kube.create(NPG, custom("NodePoolGeometry", pool, spec))
+    kube.create(NPG, custom("NodePoolGeometry", dra_objects.track(NPG, pool), spec))
     wait_ready(kube, pool, 180, "1g.10gb layout")
     # The DaemonSet no longer runs on the node (its label gone): no plugin pod comes back. The
     # change comes in at once, while its slice is still there (the kubelet wipes the slices of
@@ -238,3 +250,9 @@ def test_a_node_whose_plugin_cannot_restart_fails_and_is_held_naming_what_it_lac
     assert (node["metadata"].get("annotations") or {}).get(c.NODE_PHASE_ANNOTATION) == "Failed"
     stalled = condition(npg(kube, pool), "Ready")
     assert stalled is not None and stalled["status"] == "False", stalled
+
+    # Deleted, the pool releases its failed node: the finalizer reads the node's DRA record
+    # through the driver (it used to fail building a spec for it, and the pool never went).
+    kube.delete(f"{NPG}/{pool}")
+    eventually(lambda: npg(kube, pool) is None, 60, f"{pool} deleted")
+    assert_released(kube, pool)

@@ -15,6 +15,7 @@ from devcluster import fleet, identity
 from tessera.adapters.kube import Kube
 
 from .conftest import Kubectl
+from .dra_support import wait_absent
 from .test_plan import plan
 
 POOL = "plan-dra"
@@ -29,9 +30,22 @@ def _manifest(tmp_path: Path, layout: dict[str, Any]) -> Path:
     return path
 
 
+def _published_elsewhere(kube: Kube, profile: str) -> int:
+    """The observer: MIG devices of ``profile`` in the driver's slices of nodes not in POOL."""
+    return sum(
+        1
+        for item in kube.list(f"{RESOURCE}/resourceslices")
+        if item["spec"]["driver"] == "gpu.nvidia.com"
+        and not str(item["spec"].get("nodeName", "")).startswith(f"{POOL}-")
+        for device in item["spec"].get("devices") or []
+        if device.get("attributes", {}).get("profile", {}).get("string") == profile
+    )
+
+
 def test_plan_lists_class_creates_and_the_devices_per_pool(
     kube: Kube, kubectl: Kubectl, tmp_path: Path
 ) -> None:
+    wait_absent(kube, MIG1)  # "create": no other test's pool holds the class
     fleet.create_nodes(kube, fleet.pool(POOL, "H100-80GB", 2, 8), wait=False)
     code, doc, text = plan(kubectl.plane.kubeconfig, _manifest(tmp_path, dict(LAYOUT_B)))
     assert code == 2, text
@@ -41,9 +55,10 @@ def test_plan_lists_class_creates_and_the_devices_per_pool(
     assert f"{MIG1}: 0 -> 112 devices on 2 node(s)" in text, text
     pool = next(o for o in doc["objects"] if o["name"] == POOL)
     assert pool["devices"] == {MIG1: [0, 112]}
+    # Classes are cluster-wide: the quota capacity also counts what other tests' nodes publish.
     assert doc["capacity"][f"{MIG1}.deviceclass.resource.k8s.io/devices"] == {
         "before": 0,
-        "after": 112,
+        "after": 112 + _published_elsewhere(kube, "1g.10gb"),
     }
 
     # What one node's driver already publishes is the "now" side, read from its slice.

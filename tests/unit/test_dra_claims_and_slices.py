@@ -1,4 +1,4 @@
-"""``domain.dra_rollout``: NVIDIA's ResourceSlices and ResourceClaims as a rollout reads them.
+"""``domain.dra_rollout``, ``domain.dra.slices``: ResourceSlices and claims as a rollout reads them.
 
 Which pods a drain evicts (claims holding the node's ``gpu.nvidia.com`` devices), what a
 node publishes (its pool's highest, complete generation), what it must publish once its
@@ -17,6 +17,7 @@ from builders.views import gpu_pod
 from tessera.api.v1alpha1.common import DrainSpec
 from tessera.api.v1alpha1.nodepoolgeometry import MigLayout
 from tessera.domain import cluster, dra_rollout
+from tessera.domain.dra.slices import slice_pools
 from tessera.domain.geometry import catalog
 from tessera.domain.rollout import selection
 from tessera.domain.rollout.capacity import Ledger, room
@@ -86,7 +87,7 @@ SLICES = {
 
 @pytest.mark.parametrize("case", SLICES.values(), ids=list(SLICES))
 def test_what_a_node_publishes(case: SliceCase) -> None:
-    pool = dra_rollout.slice_pools(case.slices)["n1"]
+    pool = slice_pools(case.slices)["n1"]
     assert pool.devices == case.want
     if case.kinds:
         assert pool.kinds == case.kinds
@@ -134,7 +135,7 @@ def claim(name: str, *results: tuple[str, str, str]) -> Raw:
 
 
 NVIDIA = "gpu.nvidia.com"
-POOLS = dra_rollout.slice_pools([rslice("n1", 1, [MIG1, MIG2, WHOLE])])
+POOLS = slice_pools([rslice("n1", 1, [MIG1, MIG2, WHOLE])])
 
 
 @dataclass
@@ -230,7 +231,7 @@ def test_the_plugin_pods_of_the_pools_daemonset_by_node() -> None:
 
 def test_a_dra_pod_needs_a_free_device_of_its_kind_elsewhere() -> None:
     """The room check counts published devices by kind, less what claims hold."""
-    pools = dra_rollout.slice_pools(
+    pools = slice_pools(
         [rslice("n1", 1, [MIG1]), rslice("n2", 1, [MIG2, WHOLE]), rslice("n3", 1, [BIG])]
     )
     held = {("ml", "a-gpu"): ((NVIDIA, "n1", MIG1["name"]),)}
@@ -248,7 +249,7 @@ def test_a_dra_pod_needs_a_free_device_of_its_kind_elsewhere() -> None:
 
 
 def test_a_device_of_unknown_kind_is_never_assumed_to_fit() -> None:
-    pools = dra_rollout.slice_pools([rslice("n2", 1, [MIG2, WHOLE, BIG])])
+    pools = slice_pools([rslice("n2", 1, [MIG2, WHOLE, BIG])])
     held = {("ml", "a-gpu"): ((NVIDIA, "n1", "gone"),)}
     leaving = dra_rollout.with_claims([gpu_pod("a", "n1", claims=("a-gpu",))], held, pools)
     views = [NodeView("n1"), dra_rollout.room_view(NodeView("n2"), pools["n2"])]

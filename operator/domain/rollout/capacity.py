@@ -23,7 +23,7 @@ HAMi's scheduler's to place, never in any allocatable. A pod already terminating
 no room (its replacement, once bound, is counted where it runs).
 
 On DRA nodes the room is the devices the node's ResourceSlices publish, counted by
-Tessera's DeviceClass of their kind (``dra_views.room_key``: ``mig-1g.10gb.tessera.io``),
+Tessera's DeviceClass of their kind (``dra.naming.geometry_class``: ``mig-1g.10gb.tessera.io``),
 and a pod holds what its ResourceClaims were allocated (``domain.dra_rollout``): its
 replacement is assumed to ask for the same kind of device. A device no slice lists any
 more counts as ``UNPUBLISHED``, which no node offers: such a pod is reported, not assumed

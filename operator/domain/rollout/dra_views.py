@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-DRIVER = "gpu.nvidia.com"
-WHOLE_GPU = "gpu"
-"""The key of whole GPUs in device counts; MIG devices are counted by their profile."""
+from tessera.domain.dra.naming import DRIVER, SUFFIX
 
 
 @dataclass(frozen=True)
@@ -56,21 +54,13 @@ def counts_text(counts: Mapping[str, int] | None) -> str:
     return "{" + inner + "}"
 
 
-ROOM_SUFFIX = ".tessera.io"
 UNPUBLISHED = f"{DRIVER} devices no ResourceSlice lists"
 """What the room check counts a held device as when no slice says its kind: no node offers
 it, so a pod holding one is reported with nowhere to go rather than assumed to fit."""
 
 
 def counted(resource: str) -> bool:
-    """Whether the room check counts ``resource``: a DRA device (``room_key``) or
-    ``UNPUBLISHED``; extended resources are ``capacity``'s own rule."""
-    return resource.endswith(ROOM_SUFFIX) or resource == UNPUBLISHED
-
-
-def room_key(kind: str) -> str:
-    """What the room check counts a DRA device as: Tessera's DeviceClass for its kind
-    (``gpu.tessera.io``, ``mig-1g.10gb.tessera.io``; ``+`` as ``-``, as the class names)."""
-    if kind == WHOLE_GPU:
-        return f"gpu{ROOM_SUFFIX}"
-    return f"mig-{kind.replace('+', '-')}{ROOM_SUFFIX}"
+    """Whether the room check counts ``resource``: a DRA device (Tessera's DeviceClass of
+    its kind, ``naming.geometry_class``) or ``UNPUBLISHED``; extended resources are
+    ``capacity``'s own rule."""
+    return resource.endswith(SUFFIX) or resource == UNPUBLISHED

@@ -16,8 +16,9 @@ import json
 from collections.abc import Mapping
 
 from tessera.api import constants
+from tessera.domain.dra.naming import DRIVER
 
-from .dra_views import DRIVER, counts_text
+from .dra_views import counts_text
 from .state import TargetSpec
 from .views import DesiredNode, NodeView
 
