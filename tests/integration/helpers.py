@@ -32,16 +32,7 @@ def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str =
 
 
 def namespace(kube: Kube, name: str, labels: dict[str, str] | None = None) -> None:
-    """Create a namespace and wait until its default ServiceAccount exists (pods need it).
-
-    A namespace of that name an earlier module left is still being deleted (``sweep``)
-    is waited out first."""
-
-    def gone_or_live() -> bool:
-        found = kube.get_or_none(path_of("v1", "namespaces", name))
-        return not (found and found["metadata"].get("deletionTimestamp"))
-
-    eventually(gone_or_live, 120, f"namespace {name} deleted or live")
+    """Create a namespace and wait until its default ServiceAccount exists (pods need it)."""
     try:
         kube.create("/api/v1/namespaces", NamespaceWrapper(name).labels(labels or {}).obj())
     except ApiError as err:

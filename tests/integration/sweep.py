@@ -7,9 +7,7 @@ more of the machine went to the objects of modules long finished, and the slower
 became. So when a module ends, what it created goes: its namespaces (their pods at once: no
 kubelet is left to end them on a deleted node), its Nodes, then its Tessera objects, each
 through the operator's finalizer. A Tessera object still there after ``TIMEOUT`` fails the
-module, naming it: finalizing what a test left must work too. The namespaces are not waited
-for (the namespace controller takes seconds): ``helpers.namespace`` waits for one of the same
-name to be gone before making it again.
+module, naming it: finalizing what a test left must work too.
 """
 
 from __future__ import annotations
@@ -75,6 +73,7 @@ def sweep(kube: Kube, before: Snapshot) -> None:
         for name in made[path]:
             kube.delete(f"{path}/{name}")
     left = {f"{path}/{name}" for path in TESSERA for name in made[path]}
+    left |= {path_of("v1", "namespaces", ns) for ns in spaces}
     deadline = time.monotonic() + TIMEOUT
     while left:
         left = {path for path in left if kube.get_or_none(path) is not None}
