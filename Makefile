@@ -43,8 +43,13 @@ fuzz: $(STAMP) ## property tests with fresh random seeds, ten rounds (make test 
 		TESSERA_HYPOTHESIS=explore $(PY) -m pytest tests/unit -q -p no:cacheprovider || exit 1; \
 	done
 
+# Two workers, each with its own control plane and operator (pytest-xdist); a module's tests
+# stay together on one worker (--dist loadfile), in their order, as they run alone.
+INTEGRATION_WORKERS ?= 2
+
 integration: $(STAMP) controlplane ## integration tests against a real local control plane
-	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) -m pytest tests/integration -q
+	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) -m pytest tests/integration -q \
+		-n $(INTEGRATION_WORKERS) --dist loadfile
 
 test: verify unit integration ## everything CI runs: verify + unit + integration
 

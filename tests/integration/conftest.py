@@ -23,6 +23,7 @@ from devcluster import identity
 from devcluster.controlplane import ControlPlane, find_binaries, free_port
 from tessera.adapters.kube import Kube
 
+from . import sweep
 from .helpers import WATCHDOGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,19 @@ def control_plane() -> Iterator[ControlPlane]:
             yield plane
         finally:
             WATCHDOGS.remove(watchdog)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def swept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What each module made in the session's cluster goes when it ends (``sweep``)."""
+    here = [item for item in request.session.items if item.path == request.path]
+    if not any("control_plane" in item.fixturenames for item in here):
+        yield  # a module that starts no control plane leaves nothing in one
+        return
+    kube: Kube = request.getfixturevalue("kube")
+    before = sweep.take(kube)
+    yield
+    sweep.sweep(kube, before)
 
 
 @pytest.fixture(scope="session")

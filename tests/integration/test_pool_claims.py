@@ -138,10 +138,14 @@ def test_overlapping_pools_touch_no_shared_node_until_one_is_deleted(
         )
     kube.patch(path_of("v1", "nodes", alone[0]), {"metadata": {"labels": {c.POOL_LABEL: "dup"}}})
 
-    a = eventually(lambda: _stalled(kube, f"{NPG}/dup-a", "Conflict"), 60, "dup-a Conflict")
-    b = eventually(lambda: _stalled(kube, f"{NPG}/dup-b", "Conflict"), 60, "dup-b Conflict")
-    assert a["message"].startswith("nodepoolgeometry/dup-b also selects nodes dup-0, dup-1;"), a
-    assert b["message"].startswith("nodepoolgeometry/dup-a also selects nodes dup-0, dup-1;"), b
+    def conflict(name: str, other: str) -> dict[str, Any] | None:
+        # a pass between the two node writes truly sees dup-0 alone shared: wait for one after
+        both = f"nodepoolgeometry/{other} also selects nodes dup-0, dup-1;"
+        cond = _stalled(kube, f"{NPG}/{name}", "Conflict")
+        return cond if cond and cond["message"].startswith(both) else None
+
+    eventually(lambda: conflict("dup-a", "dup-b"), 60, "dup-a Conflict naming dup-0, dup-1")
+    eventually(lambda: conflict("dup-b", "dup-a"), 60, "dup-b Conflict naming dup-0, dup-1")
     eventually(lambda: _warnings(kube, "dup-a", "Conflict"), 30, "a Warning Event on dup-a")
     eventually(lambda: _warnings(kube, "dup-b", "Conflict"), 30, "a Warning Event on dup-b")
     # more than two resyncs (5 s each): no pool writes to the shared nodes, and dup-a, in
