@@ -74,7 +74,7 @@ def test_kubectl_get_shows_printer_columns(kubectl: Kubectl) -> None:
     [
         ("npg.spec.rollout.maxUnavailable", "disrupted at once"),
         ("sp.spec.mps.replicas", "MPS clients per GPU"),
-        ("tq.spec.total", "never exceeded"),
+        ("tq.spec.total", "never sum past it"),
         ("npg.spec.mig.layouts.devices", "ranges"),
     ],
 )

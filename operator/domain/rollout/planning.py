@@ -27,10 +27,10 @@ from datetime import datetime
 
 from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, RolloutSpec
 from tessera.domain.conditions import Verdict
+from tessera.domain.dra.naming import DRIVER
 
 from . import actions as act
 from . import admission, capacity, reporting, selection, targets
-from .dra_views import DRIVER
 from .draining import Held
 from .machine import Context, step, untouched
 from .outcome import Outcome, stuck
