@@ -57,6 +57,8 @@ def control_plane() -> Iterator[ControlPlane]:
         kubectl = Kubectl(plane)
         kubectl.ok("apply", "--server-side", "-k", str(ROOT / "crds"))
         kubectl.ok("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        # kubectl cached discovery before the CRDs existed; `explain tq` would not refresh it.
+        kubectl.ok("api-resources", "--api-group=tessera.io")
         # Every wait fails at once, naming the component, when the scheduler or KWOK has died
         # (the API server is left out: fault tests restart it on purpose).
         watchdog = partial(plane.check_alive, "kube-scheduler", "kwok", "kube-controller-manager")
