@@ -130,10 +130,16 @@ def plan(
 
 
 def _lag(resource: str, quota: SeenQuota | None, present: Limits) -> int:
-    """How far ``status.used`` trails the recount (0 without a quota: admission charges nothing)."""
-    if quota is None:
+    """How far ``status.used`` trails the recount.
+
+    0 without a quota (admission charges nothing), and 0 until the quota controller has
+    filled in this resource (``status.hard`` equal to ``spec.hard`` and a ``status.used``
+    entry): a quota Tessera just wrote has no usage yet, which is not an undercount, and
+    admission refuses every request against it meanwhile ("status unknown for quota").
+    """
+    if quota is None or not quota.confirmed or resource not in quota.used:
         return 0
-    return max(0, present.get(resource, 0) - quota.used.get(resource, 0))
+    return max(0, present.get(resource, 0) - quota.used[resource])
 
 
 def _slot(

@@ -59,3 +59,20 @@ def test_an_undercount_left_standing_holds_the_total_with_lower_written_limits()
 def test_a_namespace_without_a_quota_is_pinned_at_what_it_holds() -> None:
     got = plan("team-a", TENANT, members("team-a", "a"), [], {"a": {MIG: 2}})
     assert writes(got.wave1) == {"a": "2"}
+
+
+def test_a_quota_the_controller_has_not_filled_in_is_not_an_undercount() -> None:
+    # a holds 3 under its limit 3, but its status is still empty (just written by Tessera):
+    # nothing to move, and in particular no limit written below what a holds
+    fresh = seen("a", {MIG: 3}, enforced={})
+    settled = seen("b", {MIG: 3}, used={MIG: 0})
+    got = plan("team-a", TENANT, members("team-a", "a", "b"), [fresh, settled], {"a": {MIG: 3}})
+    assert got.wave1 == () and got.wave2 == ()
+
+
+def test_a_resource_new_to_the_quota_is_not_an_undercount() -> None:
+    # status.hard caught up, but status.used has no entry for the resource yet
+    fresh = seen("a", {MIG: 3}, used={})
+    settled = seen("b", {MIG: 3}, used={MIG: 0})
+    got = plan("team-a", TENANT, members("team-a", "a", "b"), [fresh, settled], {"a": {MIG: 3}})
+    assert got.wave1 == () and got.wave2 == ()
