@@ -70,8 +70,14 @@ def _converged(kube: Kube, pool: str, nodes: int, profile: str) -> str:
 
 
 def _delete_pool(kube: Kube, pool: str) -> None:
+    """Delete the pool and wait until it is gone: nothing of its rollout is left on a node."""
     kube.delete(f"{NPG}/{pool}")
     eventually(lambda: kube.get_or_none(f"{NPG}/{pool}") is None, GONE, f"{pool} gone")
+    for node in kube.list("/api/v1/nodes", label_selector=f"{c.POOL_LABEL}={pool}"):
+        assert c.NODE_STATE_ANNOTATION not in node["metadata"].get("annotations", {}), node
+        assert not node["spec"].get("unschedulable"), node["metadata"]["name"]
+        taints = [t["key"] for t in node["spec"].get("taints") or []]
+        assert c.GEOMETRY_PENDING_TAINT not in taints, (node["metadata"]["name"], taints)
 
 
 def _delete_nodes(kube: Kube, names: list[str]) -> None:
