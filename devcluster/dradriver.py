@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -254,22 +253,22 @@ def plugin_pod(
     kube: Kube, node: str, plugin: Plugin = Plugin(), timeout: float = 60.0
 ) -> dict[str, Any]:
     """The kubelet plugin's live pod on ``node`` (created by the DaemonSet controller), Running."""
-    pods = path_of("v1", "pods", namespace=plugin.namespace)
-    deadline = time.monotonic() + timeout
-    while True:
-        for pod in kube.list(pods, field_selector=f"spec.nodeName={node}"):
-            owners = {
-                (o.get("kind"), o.get("name")) for o in pod["metadata"].get("ownerReferences") or []
-            }
-            live = not pod["metadata"].get("deletionTimestamp")
-            if live and ("DaemonSet", plugin.daemonset) in owners and _running(pod):
-                return pod
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"no Running pod of DaemonSet {plugin.namespace}/{plugin.daemonset} on {node}"
-                f" after {timeout:.0f}s (DaemonSet controller, kube-scheduler, KWOK)"
-            )
-        time.sleep(0.1)  # polling the API with a deadline
+
+    def owned(pod: Mapping[str, Any]) -> bool:
+        owners = {
+            (o.get("kind"), o.get("name")) for o in pod["metadata"].get("ownerReferences") or []
+        }
+        return ("DaemonSet", plugin.daemonset) in owners and _running(pod)
+
+    return fleet.daemonset_pod(
+        kube,
+        plugin.namespace,
+        node,
+        owned,
+        f"Running pod of DaemonSet {plugin.namespace}/{plugin.daemonset}"
+        " (DaemonSet controller, kube-scheduler, KWOK)",
+        timeout,
+    )
 
 
 def _running(pod: Mapping[str, Any]) -> bool:

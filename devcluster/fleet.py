@@ -11,7 +11,7 @@ Lease heartbeats, the pods bound to it); the agents in ``gpunode``, ``npunode`` 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,3 +169,28 @@ def pool(
     GFD's labels and the MIG manager as elsewhere, the DRA driver's kubelet plugin instead of
     the device plugin (``dradriver``)."""
     return [NodeSpec(f"{name}-{i}", model, devices, pool=name, dra=dra) for i in range(count)]
+
+
+def daemonset_pod(
+    kube: Kube,
+    namespace: str,
+    node: str,
+    owned: Callable[[Mapping[str, Any]], bool],
+    what: str,
+    timeout: float,
+    label_selector: str | None = None,
+) -> dict[str, Any]:
+    """The live (not deleting) pod on ``node`` that ``owned`` accepts: a DaemonSet's pod, made
+    by the DaemonSet controller and bound by kube-scheduler. TimeoutError names ``what``."""
+    pods = path_of("v1", "pods", namespace=namespace)
+    deadline = time.monotonic() + timeout
+    while True:
+        found = kube.list(
+            pods, label_selector=label_selector, field_selector=f"spec.nodeName={node}"
+        )
+        for pod in found:
+            if not pod["metadata"].get("deletionTimestamp") and owned(pod):
+                return pod
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} on {node} after {timeout:.0f}s")
+        time.sleep(0.1)  # polling the API with a deadline

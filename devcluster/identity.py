@@ -16,7 +16,6 @@ cluster's DaemonSet controller from a stand-in of config/agent's DaemonSet.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
+from . import fleet
 from .controlplane import kubeconfig_text
 
 WEEK = 7 * 24 * 3600  # a demo may run for days; a token outliving its Pod is refused anyway
@@ -89,21 +89,20 @@ def agent_pod(kube: Kube, node: str, timeout: float = 60.0) -> dict[str, Any]:
     process of the dev cluster), and KWOK reports it Running.
     """
     uid = _agent_daemonset(kube)["metadata"]["uid"]
-    pods = path_of("v1", "pods", namespace=AGENT.namespace)
-    selector = ",".join(f"{k}={v}" for k, v in AGENT_LABELS.items())
-    deadline = time.monotonic() + timeout
-    while True:
-        found = kube.list(pods, label_selector=selector, field_selector=f"spec.nodeName={node}")
-        for pod in found:
-            owners = {o.get("uid") for o in pod["metadata"].get("ownerReferences") or []}
-            if uid in owners and not pod["metadata"].get("deletionTimestamp"):
-                return pod
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"no Pod of DaemonSet {AGENT.namespace}/{AGENT_DAEMONSET} bound to {node} after"
-                f" {timeout:.0f}s (DaemonSet controller, kube-scheduler)"
-            )
-        time.sleep(0.1)  # polling the API with a deadline
+
+    def owned(pod: Mapping[str, Any]) -> bool:
+        return uid in {o.get("uid") for o in pod["metadata"].get("ownerReferences") or []}
+
+    return fleet.daemonset_pod(
+        kube,
+        AGENT.namespace,
+        node,
+        owned,
+        f"Pod of DaemonSet {AGENT.namespace}/{AGENT_DAEMONSET} bound"
+        " (DaemonSet controller, kube-scheduler)",
+        timeout,
+        label_selector=",".join(f"{k}={v}" for k, v in AGENT_LABELS.items()),
+    )
 
 
 def _agent_daemonset(kube: Kube) -> dict[str, Any]:
