@@ -80,3 +80,18 @@ VNPU_CONFIGMAP_NAME = "tessera-vnpu-config"
 VNPU_CONFIGMAP_KEY = "config.yaml"
 # Set by the Ascend device plugin stand-in / node agent: NPUs on the node.
 NPU_COUNT_LABEL = "tessera.io/npu.count"
+
+# --- NVIDIA vGPU Device Manager (GPU Operator, nodes with gpu.workload.config=vm-vgpu) ---
+# The device manager applies the config named by the label and reports in the state label
+# (pending, success, failed, rebooting). Point the GPU Operator at Tessera's map with
+# vgpuDeviceManager.config.name; the key must be config.yaml.
+VGPU_CONFIG_LABEL = "nvidia.com/vgpu.config"
+VGPU_CONFIG_STATE_LABEL = "nvidia.com/vgpu.config.state"
+GPU_WORKLOAD_CONFIG_LABEL = "nvidia.com/gpu.workload.config"
+VGPU_CONFIGMAP_NAMESPACE = "gpu-operator"
+VGPU_CONFIGMAP_NAME = "tessera-vgpu-devices-config"
+VGPU_CONFIGMAP_KEY = "config.yaml"
+
+# --- Schedulers of HAMi slices (SharingPolicy spec.scheduler) -----------------
+HAMI_SCHEDULER_CONFIGMAP_KEY = "device-config.yaml"
+VOLCANO_SCHEDULER_CONFIGMAP_KEY = "volcano-scheduler.conf"

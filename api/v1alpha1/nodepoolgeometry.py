@@ -1,15 +1,13 @@
-"""NodePoolGeometry: the hard partitioning (MIG, Ascend vNPU) of a pool of nodes."""
+"""NodePoolGeometry: the hard partitioning (MIG, Ascend vNPU, vGPU) of a pool of nodes."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
 
-from . import devices as grammar
+from . import vgpu as vgpu_rules
 from .common import (
-    MIG_PROFILE_PATTERN,
-    VNPU_TEMPLATE_PATTERN,
     ApiModel,
     Condition,
     LabelSelector,
@@ -18,107 +16,10 @@ from .common import (
     RolloutPlan,
     RolloutSpec,
     cel,
-    keys_matching,
-    message_expression,
     validations,
 )
-
-Devices = Annotated[
-    int | str,
-    AfterValidator(grammar.validated),
-    Field(
-        json_schema_extra={
-            "x-kubernetes-int-or-string": True,
-            # integers are checked by the schema, whose error shows the value (CEL's shows none)
-            "minimum": 0,
-            "maximum": grammar.MAX_INDEX,
-            "maxLength": grammar.MAX_LENGTH,
-            **validations(message_expression(grammar.CEL_RULE, grammar.CEL_MESSAGE)),
-        }
-    ),
-]
-
-
-class MigLayout(ApiModel):
-    devices: Devices = Field(
-        default="all",
-        description=f"Which GPUs of each node this layout applies to: {grammar.FORMS}; "
-        '"all" is the default.',
-    )
-    profiles: dict[str, Annotated[int, Field(ge=1, le=7)]] = Field(
-        default_factory=dict,
-        description='MIG profile → instances per GPU, e.g. {"3g.40gb": 1, "1g.10gb": 2}. '
-        "Empty disables MIG on these GPUs.",
-        json_schema_extra=keys_matching(
-            MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me", 8
-        ),
-    )
-
-
-class VnpuLayout(ApiModel):
-    devices: Devices = Field(
-        default="all",
-        description=f"Which NPUs of each node this layout applies to: {grammar.FORMS}; "
-        '"all" is the default.',
-    )
-    templates: dict[str, Annotated[int, Field(ge=1, le=16)]] = Field(
-        default_factory=dict,
-        description='Ascend vNPU template → instances per NPU, e.g. {"vir02": 2}. Empty = whole NPU.',
-        json_schema_extra=keys_matching(
-            VNPU_TEMPLATE_PATTERN,
-            "vNPU template names look like vir01, vir04_3c or vir10_3c_16g",
-            8,
-        ),
-    )
-
-
-LAYOUTS_RULES = validations(
-    cel(
-        "self.layouts.filter(l, !has(l.devices) || "
-        "(type(l.devices) == string && l.devices == 'all')).size() <= 1",
-        "at most one layout may apply to devices: all",
-        ".layouts",
-    ),
-    cel(grammar.LAYOUTS_RULE, grammar.LAYOUTS_MESSAGE, ".layouts"),
-)
-
-
-def _no_index_twice(layouts: list[MigLayout] | list[VnpuLayout]) -> None:
-    problem = grammar.shared_message([layout.devices for layout in layouts])
-    if problem:
-        raise ValueError(problem)
-
-
-class MigGeometry(ApiModel):
-    model_config = ConfigDict(json_schema_extra=LAYOUTS_RULES)
-
-    layouts: list[MigLayout] = Field(
-        min_length=1,
-        max_length=16,
-        description="Layouts by device; a layout with explicit indexes overrides devices: all. "
-        "No index may be named by two layouts.",
-    )
-
-    @model_validator(mode="after")
-    def _indexes_named_once(self) -> MigGeometry:
-        _no_index_twice(self.layouts)
-        return self
-
-
-class VnpuGeometry(ApiModel):
-    model_config = ConfigDict(json_schema_extra=LAYOUTS_RULES)
-
-    layouts: list[VnpuLayout] = Field(
-        min_length=1,
-        max_length=16,
-        description="Layouts by device; a layout with explicit indexes overrides devices: all. "
-        "No index may be named by two layouts.",
-    )
-
-    @model_validator(mode="after")
-    def _indexes_named_once(self) -> VnpuGeometry:
-        _no_index_twice(self.layouts)
-        return self
+from .layouts import MigGeometry, MigLayout, VnpuGeometry, VnpuLayout
+from .vgpu import VgpuGeometry, VgpuLayout
 
 
 class DraKubeletPlugin(ApiModel):
@@ -170,6 +71,16 @@ class NodePoolGeometrySpec(ApiModel):
                 "mig and vnpu are mutually exclusive: a pool is either NVIDIA or Ascend",
             ),
             cel(
+                "!has(self.vgpu) || (!has(self.mig) && !has(self.vnpu))",
+                vgpu_rules.VGPU_ALONE,
+                ".vgpu",
+            ),
+            cel(
+                "!has(self.vgpu) || !has(self.allocation) || self.allocation != 'DRA'",
+                vgpu_rules.VGPU_NOT_DRA,
+                ".allocation",
+            ),
+            cel(
                 "!has(self.dra) || (has(self.allocation) && self.allocation == 'DRA')",
                 "spec.dra applies only to a pool with allocation: DRA",
                 ".dra",
@@ -201,6 +112,11 @@ class NodePoolGeometrySpec(ApiModel):
         default=None, description="NVIDIA MIG layouts. Omit both mig and vnpu for whole GPUs."
     )
     vnpu: VnpuGeometry | None = Field(default=None, description="Ascend vNPU template layouts.")
+    vgpu: VgpuGeometry | None = Field(
+        default=None,
+        description="NVIDIA vGPU layouts for VM nodes (nvidia.com/gpu.workload.config=vm-vgpu), "
+        "applied by NVIDIA's vGPU Device Manager.",
+    )
     mig_strategy: Literal["single", "mixed"] = Field(
         default="mixed",
         description="How the device plugin advertises MIG devices: mixed (nvidia.com/mig-<profile>) "
@@ -254,3 +170,15 @@ class NodePoolGeometryStatus(ApiModel):
         description="Ready, Reconciling, Stalled.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
+
+
+__all__ = [
+    "MigGeometry",
+    "MigLayout",
+    "NodePoolGeometrySpec",
+    "NodePoolGeometryStatus",
+    "VgpuGeometry",
+    "VgpuLayout",
+    "VnpuGeometry",
+    "VnpuLayout",
+]

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
+from . import scheduler as scheduler_rules
 from .common import (
     QUANTITY_PATTERN,
     ApiModel,
@@ -15,6 +16,7 @@ from .common import (
     cel,
     validations,
 )
+from .scheduler import SchedulerSpec, SchedulerStatus
 
 BACKENDS = ("Exclusive", "TimeSlicing", "MPS", "HAMiCore")
 Backend = Literal["Exclusive", "TimeSlicing", "MPS", "HAMiCore"]
@@ -171,6 +173,16 @@ class SharingPolicySpec(ApiModel):
                 "spec.dra.mps is for backend MPS",
                 ".dra.mps",
             ),
+            cel(
+                "!has(self.scheduler) || self.backend == 'HAMiCore' || has(self.ascend)",
+                scheduler_rules.FOR_HAMI,
+                ".scheduler",
+            ),
+            cel(
+                "!has(self.scheduler) || !has(self.dra)",
+                scheduler_rules.NOT_DRA,
+                ".scheduler",
+            ),
         )
     )
 
@@ -197,6 +209,12 @@ class SharingPolicySpec(ApiModel):
     ascend: AscendSharing | None = Field(
         default=None, description="Soft slicing of matching Ascend nodes through HAMi."
     )
+    scheduler: SchedulerSpec | None = Field(
+        default=None,
+        description="The scheduler side of HAMi slices: Tessera keeps HAMi's device config "
+        "and, for Volcano, the deviceshare plugin's arguments consistent with this policy, and "
+        "guards the pod contract. Absent: only the node side is written.",
+    )
     rollout: RolloutSpec = Field(
         default_factory=RolloutSpec,
         description="Used when a change disrupts running pods (a backend switch).",
@@ -214,6 +232,9 @@ class SharingPolicyStatus(ApiModel):
     )
     advertised: dict[str, str] = Field(
         default_factory=dict, description="Resources the governed nodes advertise, summed."
+    )
+    scheduler: SchedulerStatus | None = Field(
+        default=None, description="For spec.scheduler: what Tessera found and wrote."
     )
     conditions: list[Condition] = Field(
         default_factory=list,

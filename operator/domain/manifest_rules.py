@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from tessera.api.v1alpha1 import scheduler as sched
+from tessera.api.v1alpha1 import vgpu
 from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
     RESOURCE_NAME_PATTERN,
@@ -53,6 +55,7 @@ _KEYS = {
         VNPU_TEMPLATE_PATTERN,
         "vNPU template names look like vir01, vir04_3c or vir10_3c_16g",
     ),
+    "types": (vgpu.VGPU_TYPE_PATTERN, vgpu.TYPE_NAMES),
 }
 _RESOURCES = (
     RESOURCE_NAME_PATTERN,
@@ -66,6 +69,8 @@ def messages() -> frozenset[str]:
     """Every message these rules give: the CRDs' CEL messages they are the twins of."""
     fixed = {MAX_UNAVAILABLE, MIG_XOR_VNPU, ONE_ALL, SELECTOR_XOR_POOL, SOME_LIMIT, _RESOURCES[1]}
     fixed |= {DRA_ONLY_FOR_DRA, DRA_NOT_ASCEND, DRA_MIXED_ONLY, DRA_NEEDS_POOL, DRA_NO_HAMI}
+    fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA}
+    fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
     blocks |= {_dra_block_message(block, backend) for block, backend in DRA_BLOCKS}
     return frozenset({*fixed, *blocks, *(message for _, message in _KEYS.values())})
@@ -114,13 +119,28 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
         yield "allocation", DRA_NOT_ASCEND
     if dra and spec.get("migStrategy", "mixed") != "mixed":
         yield "migStrategy", DRA_MIXED_ONLY
-    for block, counts in (("mig", "profiles"), ("vnpu", "templates")):
+    if "vgpu" in spec and ("mig" in spec or "vnpu" in spec):
+        yield "vgpu", vgpu.VGPU_ALONE
+    if "vgpu" in spec and dra:
+        yield "allocation", vgpu.VGPU_NOT_DRA
+    for block, counts in (("mig", "profiles"), ("vnpu", "templates"), ("vgpu", "types")):
         layouts = (spec.get(block) or {}).get("layouts") or []
         if sum(1 for lay in layouts if lay.get("devices", "all") == "all") > 1:
             yield f"{block}.layouts", ONE_ALL
         for i, layout in enumerate(layouts):
             yield from _keys(f"{block}.layouts.{i}.{counts}", layout.get(counts), *_KEYS[counts])
+            if counts == "types":
+                yield from _vgpu_mixing(f"{block}.layouts.{i}.types", layout.get("types"))
     yield from _rollout(spec)
+
+
+def _vgpu_mixing(where: str, types: Any) -> Iterator[Broken]:
+    if not isinstance(types, Mapping):
+        return
+    time_sliced = all(re.match(vgpu.TIME_SLICED_PATTERN, str(n)) for n in types)
+    mig_backed = all(re.match(vgpu.MIG_BACKED_PATTERN, str(n)) for n in types)
+    if not (time_sliced or mig_backed):
+        yield where, vgpu.NO_MIXING
 
 
 def _sharing(spec: Spec) -> Iterator[Broken]:
@@ -142,7 +162,22 @@ def _sharing(spec: Spec) -> Iterator[Broken]:
         for block, backend in DRA_BLOCKS:
             if block in (dra or {}) and spec.get("backend") != backend:
                 yield f"dra.{block}", _dra_block_message(block, backend)
+    yield from _scheduler(spec)
     yield from _rollout(spec)
+
+
+def _scheduler(spec: Spec) -> Iterator[Broken]:
+    scheduler = spec.get("scheduler")
+    if scheduler is None:
+        return
+    if spec.get("backend") != "HAMiCore" and "ascend" not in spec:
+        yield "scheduler", sched.FOR_HAMI
+    if "dra" in spec:
+        yield "scheduler", sched.NOT_DRA
+    if isinstance(scheduler, Mapping) and ("volcano" in scheduler) != (
+        scheduler.get("name") == "Volcano"
+    ):
+        yield "scheduler.volcano", sched.VOLCANO_BLOCK
 
 
 def _quota(spec: Spec) -> Iterator[Broken]:
