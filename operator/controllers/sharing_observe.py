@@ -29,7 +29,7 @@ from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
 
-from . import dra_classes, skipping
+from . import dra_classes, schedulers, skipping
 from .runtime import Context, custom_path, list_nodes, ref_of
 
 PLURAL = "sharingpolicies"
@@ -102,7 +102,19 @@ def inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
         skipping.configmap(kube, (hns, c.HAMI_NVIDIA_CONFIGMAP_NAME)),
         skipping.configmap(kube, (hns, c.HAMI_ASCEND_CONFIGMAP_NAME)),
         dra_classes.inputs(ctx, slices=False),
+        schedulers.inputs(ctx, _specs(ctx)),
     )
+
+
+def _specs(ctx: Context) -> list[SharingPolicySpec]:
+    """Every policy's spec that parses (one that does not reports its own InvalidSpec)."""
+    out: list[SharingPolicySpec] = []
+    for item in ctx.kube.list(custom_path(PLURAL)):
+        try:
+            out.append(spec_of(item))
+        except ValidationError:
+            continue
+    return out
 
 
 facts_of = cluster.sharing_facts  # shared with ``tessera plan``

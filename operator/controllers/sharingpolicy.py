@@ -14,18 +14,29 @@ import logging
 import threading
 from typing import Any
 
+from pydantic import ValidationError
+
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import rollout
 from tessera.domain.conditions import Verdict
+from tessera.domain.schedulers import outcome as sched_outcome
 from tessera.domain.sharing import planning, rollout_targets, status
 from tessera.domain.sharing.assignment import assign
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
-from . import dra_classes, rollout_driver, sharing_apply, sharing_observe, sharing_rollout, skeleton
+from . import (
+    dra_classes,
+    rollout_driver,
+    schedulers,
+    sharing_apply,
+    sharing_observe,
+    sharing_rollout,
+    skeleton,
+)
 from .runtime import Context, Result, custom_path, ref_of
 
 PLURAL = sharing_observe.PLURAL
@@ -55,6 +66,9 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     on_dra = any(p.name == name and p.dra_pool for p in snap.policies)
     dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=on_dra)
     verdict = _dra_verdict(verdict, synced, name) if on_dra else verdict
+    scheduled = schedulers.sync(ctx, snap.policies, plan, snap.nodes)  # shared configs: every pass
+    scheduler = schedulers.report(scheduled, name)
+    verdict = sched_outcome.overall(verdict, scheduler)
     actions = len(rolled.actions) if rolled is not None else 0
     log.info(
         "sharingpolicy/%s: pass done: %d config write(s), %d rollout action(s)",
@@ -70,6 +84,8 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     found = _status(obj, summary)
     if on_dra:
         found["deviceClasses"] = list(synced.classes_of(dra_classes.declarer(KIND, name)))
+    if spec.scheduler is not None:
+        found["scheduler"] = sched_outcome.status(spec.scheduler.name, scheduler)
     return skeleton.Outcome(verdict, found, result)
 
 
@@ -81,11 +97,14 @@ def finalize(ctx: Context, name: str) -> bool:
     """
     with _LOCK, span("finalize", kind=KIND, name=name):
         obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
-        snap, _, _ = _converge(ctx, obj, without=name)
+        snap, plan, _ = _converge(ctx, obj, without=name)
         who = dra_classes.declarer(KIND, name)
         synced = dra_classes.sync(ctx, snap.nodes.values(), without=who)
+        gone = _spec_or_none(obj)
+        scheduled = schedulers.sync(ctx, snap.policies, plan, snap.nodes, gone=gone)
         done = obj is None or sharing_rollout.release_all(ctx, obj, snap.nodes)
         done = done and not dra_classes.holds_deletion(synced, who)  # its classes go first
+        done = done and not schedulers.holds_deletion(scheduled)  # and its scheduler fields
         for state in STATES:
             try:
                 metrics.SHARING_NODES.remove(name, state)
@@ -95,6 +114,13 @@ def finalize(ctx: Context, name: str) -> bool:
             rollout_driver.forget_phases(KIND, name)
             ctx.passes.forget((KIND, name))
     return done
+
+
+def _spec_or_none(obj: Obj | None) -> SharingPolicySpec | None:
+    try:
+        return None if obj is None else sharing_observe.spec_of(obj)
+    except ValidationError:
+        return None
 
 
 def _converge(

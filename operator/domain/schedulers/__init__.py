@@ -1,0 +1,26 @@
+"""tessera.domain.schedulers: the scheduler side of HAMi slices, decided purely.
+
+A SharingPolicy's ``spec.scheduler`` names the scheduler that allocates its slices (HAMi's
+or Volcano's); Tessera keeps that scheduler's config consistent with all the policies.
+
+* ``versions``  the version a component runs: declared, or from its Deployment's image tag;
+* ``demands``   each policy's ask (chips, soft slicing, NVIDIA settings, versions), and the
+                asks grouped per Volcano scheduler config (``VolcanoDemand``);
+* ``outcome``   one policy's scheduler-side verdict and ``status.scheduler``, merged over
+                the parts (HAMi's device config, Volcano's) and with the node side.
+"""
+
+from .demands import ObjectKey, PolicyDemand, VolcanoDemand, VolcanoDemands
+from .outcome import SchedulerOutcome
+from .versions import Detected, Version, VersionUnknownError
+
+__all__ = [
+    "Detected",
+    "ObjectKey",
+    "PolicyDemand",
+    "SchedulerOutcome",
+    "Version",
+    "VersionUnknownError",
+    "VolcanoDemand",
+    "VolcanoDemands",
+]
