@@ -29,12 +29,13 @@ DEFAULTS = {
     ),
     "mig_parted_configmap": (c.MIG_PARTED_CONFIGMAP_NAMESPACE, c.MIG_PARTED_CONFIGMAP_NAME),
     "vnpu_configmap": (c.VNPU_CONFIGMAP_NAMESPACE, c.VNPU_CONFIGMAP_NAME),
+    "vgpu_configmap": (c.VGPU_CONFIGMAP_NAMESPACE, c.VGPU_CONFIGMAP_NAME),
 }
 
 
 def add_flags(parser: argparse.ArgumentParser, title: str, *, sub: bool = False) -> None:
     """``--device-plugin-configmap``, ``--mig-parted-configmap``, ``--vnpu-configmap``,
-    ``--hami-namespace``, in an argument group called ``title``.
+    ``--vgpu-configmap``, ``--hami-namespace``, in an argument group called ``title``.
 
     ``sub``: the parser is a subcommand of one that has the flags too; its copies set
     no default, so ``tessera plan --vnpu-configmap=A snapshot`` keeps A."""
@@ -43,6 +44,7 @@ def add_flags(parser: argparse.ArgumentParser, title: str, *, sub: bool = False)
         "device_plugin_configmap": "GPU Operator devicePlugin.config",
         "mig_parted_configmap": "GPU Operator migManager.config",
         "vnpu_configmap": "configs of Tessera's Ascend vNPU agent",
+        "vgpu_configmap": "GPU Operator vgpuDeviceManager.config.name (key config.yaml)",
     }
     for dest, default in DEFAULTS.items():
         maps.add_argument(

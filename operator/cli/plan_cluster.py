@@ -45,6 +45,7 @@ def locations(args: argparse.Namespace) -> Locations:
         args.vnpu_configmap,
         args.device_plugin_configmap,
         args.hami_namespace,
+        vgpu=args.vgpu_configmap,
     )
 
 
@@ -75,6 +76,7 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
         wanted = {
             loc.mig,
             loc.vnpu,
+            loc.vgpu,
             loc.device_plugin,
             (loc.hami_namespace, c.HAMI_NVIDIA_CONFIGMAP_NAME),
             (loc.hami_namespace, c.HAMI_ASCEND_CONFIGMAP_NAME),

@@ -81,6 +81,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         mig_configmap=args.mig_parted_configmap,
         device_plugin_configmap=args.device_plugin_configmap,
         vnpu_configmap=args.vnpu_configmap,
+        vgpu_configmap=args.vgpu_configmap,
         hami_namespace=args.hami_namespace,
     )
 

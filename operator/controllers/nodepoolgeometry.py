@@ -147,7 +147,7 @@ def _sharing(ctx: Context) -> Mapping[str, Any]:
 def _inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
     """What a pass reads besides the Nodes (``skipping``): the pool as written (status too,
     should a hand clear it), every pool's and policy's spec, the device-plugin and agent
-    ConfigMaps, the DeviceClasses (and a DRA pool's ResourceSlices, by which it also verifies:
+    ConfigMaps (mig-parted's, the vNPU agent's, the vGPU Device Manager's), the DeviceClasses (and a DRA pool's ResourceSlices, by which it also verifies:
     ``dra_classes.inputs``)."""
     dra = (obj.get("spec") or {}).get("allocation") == "DRA"
     return (
@@ -158,6 +158,7 @@ def _inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
         skipping.configmap(ctx.kube, ctx.settings.device_plugin_configmap),
         skipping.configmap(ctx.kube, ctx.settings.mig_configmap),
         skipping.configmap(ctx.kube, ctx.settings.vnpu_configmap),
+        skipping.configmap(ctx.kube, ctx.settings.vgpu_configmap),
     )
 
 
@@ -198,6 +199,9 @@ def _agent_configmap(ctx: Context, spec: NodePoolGeometrySpec) -> _AgentConfigMa
     if pools.is_ascend(spec):
         ns, name = ctx.settings.vnpu_configmap
         return _AgentConfigMap(ns, name, c.VNPU_CONFIGMAP_KEY, "vnpu-configs")
+    if pools.is_vgpu(spec):  # the vGPU Device Manager's map (GPU Operator vgpuDeviceManager)
+        ns, name = ctx.settings.vgpu_configmap
+        return _AgentConfigMap(ns, name, c.VGPU_CONFIGMAP_KEY, "vgpu-configs")
     ns, name = ctx.settings.mig_configmap
     return _AgentConfigMap(ns, name, c.MIG_PARTED_CONFIGMAP_KEY, "mig-configs")
 

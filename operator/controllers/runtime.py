@@ -52,6 +52,7 @@ class Settings:
         c.DEVICE_PLUGIN_CONFIGMAP_NAME,
     )
     vnpu_configmap: tuple[str, str] = (c.VNPU_CONFIGMAP_NAMESPACE, c.VNPU_CONFIGMAP_NAME)
+    vgpu_configmap: tuple[str, str] = (c.VGPU_CONFIGMAP_NAMESPACE, c.VGPU_CONFIGMAP_NAME)
     hami_namespace: str = c.HAMI_NAMESPACE
     retry_base_seconds: float = failures.BACKOFF_BASE_S
     retry_cap_seconds: float = failures.BACKOFF_CAP_S

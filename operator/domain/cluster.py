@@ -279,7 +279,7 @@ def pool_configs(
     apply or roll back to, so no label ever points at a missing config.
     """
     wanted = {t.config[0]: t.config[1] for t in seen.targets.values() if t.config is not None}
-    label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
+    label = pools.config_label(spec)
     keep: set[str] = {v.labels[label] for v in seen.involved if label in v.labels}
     for v in seen.involved:
         if v.state is not None:

@@ -6,9 +6,9 @@ the allocatable to verify. This module derives them from a pool's spec and a
 node's labels (GPU model and count from GPU Feature Discovery, NPU chip from
 the Ascend device plugin), using the geometry engine for validity and
 capacity. It also maintains the pool's entries in the shared agent
-ConfigMaps (mig-parted's ``mig-configs``, the vNPU agent's ``vnpu-configs``)
-without touching anyone else's entries, keeping every config a node still
-points at or may roll back to.
+ConfigMaps (mig-parted's ``mig-configs``, the vNPU agent's ``vnpu-configs``,
+the vGPU Device Manager's ``vgpu-configs``) without touching anyone else's
+entries, keeping every config a node still points at or may roll back to.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, MigLayout, NodePoolGeometrySpec
 from tessera.domain import dra_rollout
 from tessera.domain.dra.naming import geometry_class
-from tessera.domain.geometry import ascend, capacity, catalog, migparted, vnpu
+from tessera.domain.geometry import ascend, capacity, catalog, migparted, vgpu, vgpu_catalog, vnpu
 from tessera.domain.geometry.layouts import GeometryError, config_name
 from tessera.domain.rollout import DesiredNode
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
@@ -44,6 +44,17 @@ def is_ascend(spec: NodePoolGeometrySpec) -> bool:
     return spec.vnpu is not None
 
 
+def is_vgpu(spec: NodePoolGeometrySpec) -> bool:
+    return spec.vgpu is not None
+
+
+def config_label(spec: NodePoolGeometrySpec) -> str:
+    """The node label that names the pool's agent config."""
+    if is_ascend(spec):
+        return c.VNPU_CONFIG_LABEL
+    return c.VGPU_CONFIG_LABEL if is_vgpu(spec) else c.MIG_CONFIG_LABEL
+
+
 def target_for(
     pool: str,
     spec: NodePoolGeometrySpec,
@@ -54,6 +65,8 @@ def target_for(
     try:
         if is_ascend(spec):
             return _ascend(pool, spec, labels)
+        if is_vgpu(spec):
+            return _vgpu(pool, spec, labels, allocatable)
         return _nvidia(pool, spec, labels, allocatable)
     except (GeometryError, catalog.UnknownModelError, ascend.UnknownChipError, ValueError) as err:
         return NodeTarget(DesiredNode(target="invalid", invalid=str(err)), None, {})
@@ -77,10 +90,11 @@ def targets_for(
 
 
 def target_key(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[object, ...]:
-    """All ``target_for`` reads of a node: its model and count labels, and which NVIDIA
-    resources it advertises (those the target does not expect must go)."""
+    """All ``target_for`` reads of a node: its model, count and workload labels, and which
+    NVIDIA resources it advertises (those the target does not expect must go)."""
     return (
         labels.get(c.GPU_PRODUCT_LABEL),
+        labels.get(c.GPU_WORKLOAD_CONFIG_LABEL),
         labels.get(c.GPU_COUNT_LABEL),
         labels.get(c.NPU_CHIP_NAME_LABEL),
         labels.get(c.NPU_COUNT_LABEL),
@@ -88,15 +102,19 @@ def target_key(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tup
     )
 
 
-def _nvidia(
-    pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str], allocatable: Mapping[str, int]
-) -> NodeTarget:
+def _product(labels: Mapping[str, str]) -> str:
     product = labels.get(c.GPU_PRODUCT_LABEL)
     if not product:
         raise ValueError(
             f"node has no {c.GPU_PRODUCT_LABEL} label (is GPU Feature Discovery running?)"
         )
-    model = catalog.resolve(product)
+    return product
+
+
+def _nvidia(
+    pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str], allocatable: Mapping[str, int]
+) -> NodeTarget:
+    model = catalog.resolve(_product(labels))
     count = int(labels.get(c.GPU_COUNT_LABEL, "0"))
     layouts = tuple(spec.mig.layouts) if spec.mig else WHOLE_GPUS
     verdict = capacity.validate_mig_node(model, count, layouts, spec.mig_strategy)
@@ -112,6 +130,41 @@ def _nvidia(
         target=name,
         labels={c.MIG_CONFIG_LABEL: name},
         watch_label=c.MIG_CONFIG_STATE_LABEL,
+        expected_allocatable={**gone, **expected},
+    )
+    return NodeTarget(desired, (name, entries), expected)
+
+
+def _vgpu(
+    pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str], allocatable: Mapping[str, int]
+) -> NodeTarget:
+    """A VM node: the vGPU Device Manager's config, verified by the sandbox device plugin's
+    resources (``NVIDIA_<type>``, or ``GRID_<type>`` where the node already shows that)."""
+    assert spec.vgpu is not None
+    workload = labels.get(c.GPU_WORKLOAD_CONFIG_LABEL)
+    if workload and workload != "vm-vgpu":
+        raise ValueError(
+            f"node's {c.GPU_WORKLOAD_CONFIG_LABEL} is {workload}: the GPU Operator runs the vGPU "
+            "Device Manager only on vm-vgpu nodes"
+        )
+    product = _product(labels)
+    boards = vgpu_catalog.resolve(product)
+    if len(boards) != 1:
+        raise ValueError(f"{product} names {len(boards)} vGPU boards, not one board")
+    count = int(labels.get(c.GPU_COUNT_LABEL, "0"))
+    layouts = tuple(spec.vgpu.layouts)
+    verdict = vgpu.validate_vgpu_node(boards[0], count, layouts)
+    if not verdict.valid:
+        raise GeometryError(verdict.reason)
+    entries = vgpu.vgpu_entries(layouts)
+    name = config_name(pool, entries)
+    prefix = vgpu.resource_prefix(allocatable)
+    expected = vgpu.vgpu_capacity(boards[0], count, layouts, prefix)
+    gone = {r: 0 for r in allocatable if r.startswith("nvidia.com/") and r not in expected}
+    desired = DesiredNode(
+        target=name,
+        labels={c.VGPU_CONFIG_LABEL: name},
+        watch_label=c.VGPU_CONFIG_STATE_LABEL,
         expected_allocatable={**gone, **expected},
     )
     return NodeTarget(desired, (name, entries), expected)
@@ -166,7 +219,7 @@ def configs_document(
 ) -> str | None:
     """The agent ConfigMap text with this pool's configs updated, or None when unchanged.
 
-    ``section`` is ``mig-configs`` or ``vnpu-configs``. The pool's configs are
+    ``section`` is ``mig-configs``, ``vnpu-configs`` or ``vgpu-configs``. The pool's configs are
     ``wanted`` plus those in ``keep`` (still named by a node label or a
     rollback record); other pools' and people's configs are left as they are.
     """
@@ -179,8 +232,8 @@ def configs_document(
         k: v for k, v in configs.items() if not k.startswith(prefix) or k in keep or k in wanted
     }
     updated.update(wanted)
-    if updated == configs and doc.get("version") == "v1":
-        return None
+    if updated == configs and (doc.get("version") == "v1" or not updated):
+        return None  # unchanged; or nothing to hold (an empty section fails the vGPU parser)
     return yaml.safe_dump(
         {"version": "v1", section: dict(sorted(updated.items()))},
         sort_keys=False,

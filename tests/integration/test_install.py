@@ -108,6 +108,7 @@ def test_the_chart_grants_what_config_rbac_grants_and_follows_the_configmap_valu
         "dp",
         "mig",
         "tessera-vnpu-config",
+        "tessera-vgpu-devices-config",
         "hami-device-plugin",
         "hami-device-node-config",
     ] in names

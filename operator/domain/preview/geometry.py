@@ -25,6 +25,7 @@ from .model import Cluster, Locations, Raw, object_action
 from .results import ConfigDiff, NodeChange, ObjectPreview
 
 KIND = "NodePoolGeometry"
+VM_POD_LABEL, VM_POD_VALUE = "kubevirt.io", "virt-launcher"  # KubeVirt's pod of a running VM
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def _changes(
 ) -> tuple[NodeChange, ...]:
     """Per node the plan changes: its layout now and next, and the pods drained first."""
     configs = current_configs(before, spec, loc)
-    label = c.VNPU_CONFIG_LABEL if pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
+    label = pools.config_label(spec)
     by_node: dict[str, list[rollout.PodView]] = {}
     for pod in pods:
         by_node.setdefault(pod.node, []).append(pod)
@@ -143,10 +144,10 @@ def _changes(
         if current and current not in configs:
             was = current
         now_ = describe(target.config[1]) if target.config else "impossible"
-        evicts = tuple(
-            p.ref for p in selection.selected(by_node.get(report.name, ()), spec.rollout.drain)
-        )
-        changes.append(NodeChange(report.name, was, now_, True, evicts, report.message))
+        drained = selection.selected(by_node.get(report.name, ()), spec.rollout.drain)
+        evicts = tuple(p.ref for p in drained)
+        vms = tuple(p.ref for p in drained if p.labels.get(VM_POD_LABEL) == VM_POD_VALUE)
+        changes.append(NodeChange(report.name, was, now_, True, evicts, report.message, vms))
     return tuple(changes)
 
 

@@ -17,19 +17,26 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster as observe
 from tessera.domain import pools
+from tessera.domain.geometry import vgpu
 
 from .model import Cluster, Locations
 from .results import ConfigDiff, unified
 
 
 def describe(entries: Iterable[Mapping[str, Any]] | None) -> str:
-    """A config's entries as one line: ``all: 3g.40gb + 2g.20gb + 2x1g.10gb; 7: whole GPU``."""
+    """A config's entries as one line: ``all: 3g.40gb + 2g.20gb + 2x1g.10gb; 7: whole GPU``;
+    vGPU configs as ``all: 2xA100-20C; 1: no vGPU``."""
     if entries is None:
         return "unknown config"
     parts = []
     for entry in entries:
         devices = entry.get("devices", "all")
         where = devices if isinstance(devices, str) else ranges(devices)
+        if "vgpu-devices" in entry:
+            vgpus = entry.get("vgpu-devices") or {}
+            listed = " + ".join(f"{n}x{t}" for t, n in vgpus.items()) if vgpus else "no vGPU"
+            parts.append(f"{where}: {listed}")
+            continue
         counts = entry.get("mig-devices") or entry.get("vnpu-devices") or {}
         enabled = entry.get("mig-enabled", entry.get("vnpu-enabled", False))
         if not enabled or not counts:
@@ -55,6 +62,8 @@ def ranges(indexes: Iterable[int]) -> str:
 def _document_of(spec: NodePoolGeometrySpec, loc: Locations) -> tuple[tuple[str, str], str, str]:
     if pools.is_ascend(spec):
         return loc.vnpu, c.VNPU_CONFIGMAP_KEY, "vnpu-configs"
+    if pools.is_vgpu(spec):
+        return loc.vgpu, c.VGPU_CONFIGMAP_KEY, vgpu.SECTION
     return loc.mig, c.MIG_PARTED_CONFIGMAP_KEY, "mig-configs"
 
 

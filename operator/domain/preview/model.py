@@ -31,6 +31,7 @@ class Locations:
         c.DEVICE_PLUGIN_CONFIGMAP_NAME,
     )
     hami_namespace: str = c.HAMI_NAMESPACE
+    vgpu: tuple[str, str] = (c.VGPU_CONFIGMAP_NAMESPACE, c.VGPU_CONFIGMAP_NAME)
 
 
 @dataclass(frozen=True)

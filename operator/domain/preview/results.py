@@ -20,6 +20,7 @@ class NodeChange:
     disruptive: bool
     evicts: tuple[str, ...] = ()  # namespace/name of the pods drained first
     note: str = ""  # why it waits, or why it cannot happen
+    migrates: tuple[str, ...] = ()  # VMs (namespace/name) among them: virt-launcher pods
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,12 @@ def _object(o: ObjectPreview) -> list[str]:
             else (" [drain]" if change.disruptive else " [in place]")
         )
         lines.append(f"  ~ {change.node}{mode}: {change.before}  ->  {change.after}")
-        if change.evicts:
-            lines.append(f"      evicts {', '.join(change.evicts)}")
+        pods = [p for p in change.evicts if p not in change.migrates]
+        if change.migrates:
+            vms = ", ".join(change.migrates)
+            lines.append(f"      migrates VMs {vms} (evicted: KubeVirt live-migrates what it can)")
+        if pods:
+            lines.append(f"      evicts {', '.join(pods)}")
         if change.note and o.kind == "SharingPolicy":
             lines.append(f"      {change.note}")
     if len(o.changes) > NODES_SHOWN:
