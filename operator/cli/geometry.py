@@ -2,7 +2,8 @@
 
     tessera geometry models [-o json]
     tessera geometry check --model MODEL [-o json] PROFILE... | -
-    tessera geometry list  --model MODEL [--maximal] [-o json]
+    tessera geometry check --model MODEL --vgpu [-o json] TYPE[=COUNT]... | -
+    tessera geometry list  --model MODEL [--maximal | --vgpu] [-o json]
     tessera geometry pack  --model MODEL [-o json] PROFILE=COUNT...  (at most 10000 in all)
 
 Exit codes: 0 valid / done, 1 invalid (a layout that does not fit, a profile
@@ -10,7 +11,8 @@ the model lacks), 2 usage error (unknown model, malformed argument). With ``-``
 instead of profiles, ``check`` reads one layout per line from stdin (profiles
 separated by spaces, repeats allowed) and prints one JSON object per line, in
 order; it exits 1 if any line is invalid. ``--model`` takes canonical ids and
-GPU Feature Discovery product labels. All decisions live in
+GPU Feature Discovery product labels; ``--vgpu`` answers for NVIDIA vGPU types
+instead (``geometry_vgpu``). All decisions live in
 ``tessera.domain.geometry``; this module only parses and prints.
 """
 
@@ -25,13 +27,15 @@ from typing import Any
 
 from tessera.domain.geometry import catalog, enumeration, explaining, packing, placement
 
+from . import geometry_vgpu
+
 Handler = Callable[[argparse.Namespace, catalog.GpuModel], int]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "geometry",
-        help="check, list and pack MIG layouts per GPU model",
+        help="check, list and pack MIG layouts (and check vGPU types) per GPU model",
         description="The MIG geometry engine: which layouts fit which GPU model.",
     )
     parser.set_defaults(func=lambda _args: _usage(parser))
@@ -44,12 +48,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check = sub.add_parser("check", help="is a layout valid on a model, and where does it go")
     _model(check)
     _output(check)
-    check.add_argument("profiles", nargs="+", metavar="PROFILE", help="profiles, or - for stdin")
+    _vgpu(check)
+    check.add_argument(
+        "profiles",
+        nargs="+",
+        metavar="PROFILE",
+        help="profiles (vGPU types with --vgpu, TYPE or TYPE=COUNT), or - for stdin",
+    )
     check.set_defaults(func=_with_model(_check))
 
     listing = sub.add_parser("list", help="every valid (or maximal) layout of a model")
     _model(listing)
     listing.add_argument("--maximal", action="store_true", help="only layouts nothing fits beside")
+    _vgpu(listing)
     _output(listing)
     listing.set_defaults(func=_with_model(_list))
 
@@ -71,6 +82,15 @@ def _model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="canonical id or GFD product label")
 
 
+def _vgpu(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--vgpu",
+        action="store_true",
+        help="NVIDIA vGPU types of the board --model names (a GFD product label, a board "
+        "or a GPU model), with the most that fit on one GPU",
+    )
+
+
 def _output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
@@ -82,6 +102,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _with_model(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        if getattr(args, "vgpu", False):
+            return geometry_vgpu.run(args)
         try:
             model = catalog.resolve(args.model)
         except catalog.UnknownModelError as err:

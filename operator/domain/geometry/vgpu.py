@@ -92,6 +92,19 @@ def check_gpu(board: Board, counts: Mapping[str, int]) -> str | None:
     return None
 
 
+def check_boards(boards: Sequence[Board], counts: Mapping[str, int]) -> tuple[Board, str | None]:
+    """``check_gpu`` on the board of ``boards`` (the boards of one GPU model, e.g. PCIe and
+    SXM4) whose prefix the types use; the first board when none or several match."""
+    prefixes = {t.prefix for name in counts if (t := parse_type(name)) is not None}
+    chosen = [b for b in boards if b.prefix in prefixes] or list(boards)
+    board = chosen[0]
+    why = check_gpu(board, counts)
+    if why and len(boards) > 1 and not prefixes & {b.prefix for b in boards}:
+        named = " or ".join(f"{b.prefix}-* ({b.id})" for b in boards)
+        why = f"{why}; this GPU's boards name their types {named}"
+    return board, why
+
+
 def _mig_placement(board: Board, profiles: dict[str, int], where: str) -> str | None:
     """MIG-backed types are MIG instances first: the MIG placement rules decide."""
     assert board.mig_model is not None  # a board without MIG has no MIG-backed types
