@@ -22,6 +22,7 @@ def test_configmap_flags_feed_the_settings() -> None:
         "--device-plugin-configmap=nvidia/dp-configs",
         "--mig-parted-configmap=nvidia/mig",
         "--vnpu-configmap=ops/vnpu",
+        "--vgpu-configmap=nvidia/vgpu",
         "--hami-namespace=hami-system",
         "--resync-seconds=30",
     )
@@ -30,6 +31,7 @@ def test_configmap_flags_feed_the_settings() -> None:
         device_plugin_configmap=("nvidia", "dp-configs"),
         mig_configmap=("nvidia", "mig"),
         vnpu_configmap=("ops", "vnpu"),
+        vgpu_configmap=("nvidia", "vgpu"),
         hami_namespace="hami-system",
     )
 
@@ -60,6 +62,8 @@ def test_plan_reads_the_maps_the_operator_was_pointed_at() -> None:
     assert plan.locations(snapshot).mig == Settings().mig_configmap
     before = main.build_parser().parse_args(["plan", "--vnpu-configmap=ops/v", "snapshot"])
     assert plan.locations(before).vnpu == ("ops", "v")
+    vgpu = main.build_parser().parse_args(["plan", "snapshot", "--vgpu-configmap=ops/g"])
+    assert plan.locations(vgpu).vgpu == ("ops", "g")
 
 
 def test_help_shows_configmap_defaults_as_namespace_slash_name(
