@@ -120,7 +120,8 @@ def holder(node: NodeView, selecting: Iterable[str]) -> str | None:
     pools = sorted(selecting)
     marked = [p for p in pools if node.held_by(owner_of(p))]
     if not marked:  # no contender's mark (a SharingPolicy's or a leaving pool's state is none)
-        layouts = [node.labels.get(k, "") for k in (c.MIG_CONFIG_LABEL, c.VNPU_CONFIG_LABEL)]
+        keys = (c.MIG_CONFIG_LABEL, c.VNPU_CONFIG_LABEL, c.VGPU_CONFIG_LABEL)
+        layouts = [node.labels.get(k, "") for k in keys]
         marked = [p for p in pools if any(runs_config_of(p, v) for v in layouts if v)]
     return marked[0] if len(marked) == 1 else None
 

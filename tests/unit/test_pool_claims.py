@@ -203,3 +203,9 @@ def test_a_blocked_pool_is_stalled_only_once_it_holds_no_node() -> None:
     )
     done = pool_claims.verdict("a", claims, running, in_flight=0)
     assert (done.state, done.reason) == ("stalled", "Conflict")
+
+
+def test_a_node_running_a_pools_vgpu_config_is_that_pools() -> None:
+    labels = {c.POOL_LABEL: "x", c.VGPU_CONFIG_LABEL: layout_of("a")}
+    claims = pool_claims.resolve(BOTH, [NodeView("n1", labels)])
+    assert claims.foreign("a") == set() and claims.foreign("b") == {"n1"}

@@ -81,9 +81,7 @@ def deletion(
     policy = spec.rollout if spec is not None else RolloutSpec()
     views = [observe.pool_view(n, {}) for n in before.nodes]
     configs = current_configs(before, spec, loc) if spec is not None else {}
-    label = (
-        c.VNPU_CONFIG_LABEL if spec is not None and pools.is_ascend(spec) else c.MIG_CONFIG_LABEL
-    )
+    label = pools.config_label(spec) if spec is not None else c.MIG_CONFIG_LABEL
     released: list[Release] = []
     for view in sorted((v for v in views if observe.touched_by(v, owner)), key=lambda v: v.name):
         done = rollout.backout(owner, policy, [view], now)
