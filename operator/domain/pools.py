@@ -147,19 +147,26 @@ def _vgpu(
             f"node's {c.GPU_WORKLOAD_CONFIG_LABEL} is {workload}: the GPU Operator runs the vGPU "
             "Device Manager only on vm-vgpu nodes"
         )
-    product = _product(labels)
+    product, count = labels.get(c.GPU_PRODUCT_LABEL), labels.get(c.GPU_COUNT_LABEL, "")
+    if not product or not count.isdigit():
+        missing = c.GPU_PRODUCT_LABEL if not product else c.GPU_COUNT_LABEL
+        raise ValueError(
+            f"node has no {missing} label: GPU Feature Discovery is a container-stack operand "
+            f"the GPU Operator does not run on vm-vgpu nodes; label the node with "
+            f"{c.GPU_PRODUCT_LABEL} (a board's product label, tessera geometry list --vgpu) "
+            f"and {c.GPU_COUNT_LABEL}"
+        )
     boards = vgpu_catalog.resolve(product)
     if len(boards) != 1:
         raise ValueError(f"{product} names {len(boards)} vGPU boards, not one board")
-    count = int(labels.get(c.GPU_COUNT_LABEL, "0"))
     layouts = tuple(spec.vgpu.layouts)
-    verdict = vgpu.validate_vgpu_node(boards[0], count, layouts)
+    verdict = vgpu.validate_vgpu_node(boards[0], int(count), layouts)
     if not verdict.valid:
         raise GeometryError(verdict.reason)
     entries = vgpu.vgpu_entries(layouts)
     name = config_name(pool, entries)
     prefix = vgpu.resource_prefix(allocatable)
-    expected = vgpu.vgpu_capacity(boards[0], count, layouts, prefix)
+    expected = vgpu.vgpu_capacity(boards[0], int(count), layouts, prefix)
     gone = {r: 0 for r in allocatable if r.startswith("nvidia.com/") and r not in expected}
     desired = DesiredNode(
         target=name,

@@ -59,6 +59,8 @@ def test_types_the_node_advertises_now_must_go_and_grid_names_are_kept() -> None
         ({c.GPU_PRODUCT_LABEL: "NVIDIA-A100-SXM4-40GB"}, ["A100-20C", "A100X-*"]),
         ({c.GPU_PRODUCT_LABEL: "NVIDIA-T4"}, ["no vGPU board 'NVIDIA-T4'"]),
         ({c.GPU_WORKLOAD_CONFIG_LABEL: "container"}, ["gpu.workload.config is container"]),
+        ({c.GPU_COUNT_LABEL: ""}, ["no nvidia.com/gpu.count label", "does not run on vm-vgpu"]),
+        ({c.GPU_PRODUCT_LABEL: ""}, ["no nvidia.com/gpu.product label", "label the node"]),
     ],
 )
 def test_a_node_that_cannot_take_the_layout_is_invalid_with_the_reason(
