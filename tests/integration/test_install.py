@@ -117,6 +117,7 @@ def test_the_chart_grants_what_config_rbac_grants_and_follows_the_configmap_valu
     assert "--device-plugin-configmap=gpu-operator/dp" in args
     assert "--mig-parted-configmap=gpu-operator/mig" in args
     assert "--vnpu-configmap=tessera-system/tessera-vnpu-config" in args
+    assert "--vgpu-configmap=gpu-operator/tessera-vgpu-devices-config" in args
 
 
 def _docs(manifest: str, kind: str) -> list[dict[str, Any]]:
