@@ -13,6 +13,7 @@ of ``maxUnavailable: 0`` (KubeVirt's eviction webhook refuses such a VMI's virt-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tessera.adapters.kube import ApiError, Kube, path_of
@@ -81,9 +82,15 @@ def resource(vgpu_type: str, mdev_prefix: str = "NVIDIA") -> str:
 
 
 def vms(
-    name: str, vgpu_type: str, replicas: int, pool: str = "", *, kind: str = "Deployment"
+    name: str,
+    vgpu_type: str,
+    replicas: int,
+    node_selector: Mapping[str, str] | None = None,
+    *,
+    kind: str = "Deployment",
 ) -> dict[str, Any]:
-    """``replicas`` VMs: virt-launcher-like pods each holding one vGPU of ``vgpu_type``."""
+    """``replicas`` VMs: virt-launcher-like pods each holding one vGPU of ``vgpu_type``, on the
+    nodes ``node_selector`` picks (kube-scheduler places them; no ``nodeName``)."""
     labels = {"app": name, **VIRT_LAUNCHER}
     pod: dict[str, Any] = {
         "terminationGracePeriodSeconds": 1,
@@ -99,8 +106,8 @@ def vms(
             }
         ],
     }
-    if pool:
-        pod["nodeSelector"] = {c.POOL_LABEL: pool}
+    if node_selector:
+        pod["nodeSelector"] = dict(node_selector)
     spec: dict[str, Any] = {
         "replicas": replicas,
         "selector": {"matchLabels": {"app": name}},
