@@ -63,7 +63,7 @@ def test_layouts_the_board_holds_are_created(board: str, types: dict[str, int]) 
     ],
 )
 def test_what_only_the_node_refuses(types: dict[str, int], why: str) -> None:
-    after, error = vgpumanager.apply(A100D, [{}], [spec(types)])
+    _, error = vgpumanager.apply(A100D, [{}], [spec(types)])
     assert error is not None and why in error, error
 
 
