@@ -152,8 +152,10 @@ class VgpuNodeAgents:
         while selected is not None:
             try:
                 self._update(name, selected)
-            except ApiError as err:
+            except ApiError as err:  # the API server away: the next change is served again
                 log.info("sim vGPU device manager: %s: %s", name, err)
+            except Exception:  # this node's daemon must live on, or its changes go unseen
+                log.exception("sim vGPU device manager: %s: applying %s failed", name, selected)
             selected = daemon.get()
 
     def _update(self, name: str, selected: str) -> None:
