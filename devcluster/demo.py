@@ -6,7 +6,8 @@ Whole-GPU pools (``notebooks``, ``a10-hami``) carry ``mig.strategy=none``, as
 GFD reports on GPUs without MIG; the simulator's catalog knows MIG-capable
 models only, so they are A30s with MIG off. The DRA pool (``h100-dra``) runs the
 simulated NVIDIA DRA driver instead of the device plugin (``fleet.pool(..., dra=True)``,
-``dradriver``).
+``dradriver``). The vGPU pool (``a100-vms``) is two vm-vgpu nodes of eight A100 PCIe 40GB
+GPUs, run by the simulated vGPU Device Manager and sandbox device plugin (``vgpunode``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
-from . import dradriver, fleet, gpunode, hami_ascend, identity, npunode
+from . import dradriver, fleet, gpunode, hami_ascend, identity, npunode, vgpufleet, vgpunode
 from . import session as dev_session
 
 TENANT_LABEL = "tessera.io/tenant"
@@ -40,10 +41,14 @@ class Scenario:
     whole_gpu: tuple[str, ...]
     namespaces: tuple[tuple[str, str], ...]  # (namespace, tenant)
     dra: tuple[str, ...] = ()  # pools whose nodes run the DRA driver, not the device plugin
+    vgpu: tuple[str, ...] = ()  # pools of vm-vgpu nodes (model: a board of vgpu_boards.yaml)
 
     def nodes(self) -> list[fleet.NodeSpec]:
         specs: list[fleet.NodeSpec] = []
         for name, model, count, devices in self.pools:
+            if name in self.vgpu:
+                specs.extend(vgpufleet.pool(name, model, count, devices))
+                continue
             specs.extend(fleet.pool(name, model, count, devices, dra=name in self.dra))
         return specs
 
@@ -56,10 +61,12 @@ DEMO = Scenario(
         ("notebooks", "A30-24GB", 2, 4),
         ("a10-hami", "A30-24GB", 2, 4),
         ("h100-dra", "H100-80GB", 2, 4),
+        ("a100-vms", "A100-PCIE-40GB", 2, 8),
     ),
     whole_gpu=("notebooks", "a10-hami"),
     namespaces=(("team-a-dev", "team-a"), ("team-a-prod", "team-a")),
     dra=("h100-dra",),
+    vgpu=("a100-vms",),
 )
 
 
@@ -71,7 +78,10 @@ def build(kube: Kube, scenario: Scenario = DEMO) -> list[str]:
         _namespace(kube, ns, {TENANT_LABEL: tenant})
     existing = {n["metadata"]["name"] for n in kube.list("/api/v1/nodes")}
     fresh = [s for s in scenario.nodes() if s.name not in existing]
-    created = fleet.create_nodes(kube, fresh)
+    vms = [s for s in fresh if s.pool in scenario.vgpu]
+    created = fleet.create_nodes(kube, [s for s in fresh if s not in vms], wait=False)
+    created += vgpufleet.create_nodes(kube, vms, wait=False)
+    fleet.wait_schedulable(kube, created)
     for spec in fresh:
         if spec.pool in scenario.whole_gpu:
             kube.patch(path_of("v1", "nodes", spec.name), {"metadata": {"labels": WHOLE_GPU}})
@@ -96,12 +106,14 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
         hami_ascend.HamiAscendPlugin(kube).start(),
         npunode.AscendNodes(kube, workdir).start(),
         dradriver.DraDriver(kube).start(),
+        vgpunode.VgpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
     ]
     names = [
         "gpu-agents (MIG manager, device-plugin config manager, GFD)",
         "HAMi Ascend device plugin (nodes labelled ascend=on)",
         "vnpu agents (one per Ascend node, fake npu-smi)",
         f"NVIDIA DRA driver's kubelet plugin (nodes labelled {fleet.DRA_NODE_LABEL}=true)",
+        "vGPU Device Manager and sandbox device plugin (vm-vgpu nodes)",
     ]
     try:
         stop.wait()

@@ -102,6 +102,8 @@ class GpuNodeAgents:
         labels = node["metadata"].get("labels", {})
         if kind == "DELETED" or c.GPU_PRODUCT_LABEL not in labels:
             return
+        if labels.get(c.GPU_WORKLOAD_CONFIG_LABEL, "container") != "container":
+            return  # a VM node (vm-vgpu, vm-passthrough): no container stack (``vgpunode``)
         ann = node["metadata"].get("annotations", {})
         name = node["metadata"]["name"]
         wanted = labels.get(c.MIG_CONFIG_LABEL)

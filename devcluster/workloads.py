@@ -1,6 +1,6 @@
 """The demo's serving workloads (``serving.yaml``, namespace ``ml``): what a platform's users
 run on the pools — a StatefulSet and Deployments under PodDisruptionBudgets, placed by
-kube-scheduler by the MIG and vNPU resources they request, and run by KWOK.
+kube-scheduler by the MIG, vNPU and vGPU resources they request, and run by KWOK.
 
 ``make demo`` creates them once ``config/samples`` is Ready and waits until every replica runs,
 so ``tessera plan`` in the README's walkthrough has pods to evict and a PDB that blocks.

@@ -90,6 +90,14 @@ def test_demo_scenario_converges_without_errors(
         assert len(names) == 4 * 7 and all("-mig-1g10gb-19-" in n for n in names), names
         allocatable = kube.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]
         assert not [k for k in allocatable if k.startswith("nvidia.com/")], allocatable
+    for node in ("a100-vms-0", "a100-vms-1"):  # the vGPU pool: the sandbox device plugin's
+        allocatable = kube.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]
+        vgpus = {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/")}
+        mig_backed = ("A100-3-20C", "A100-2-10C", "A100-1-10C")  # GPU 7
+        assert vgpus == {
+            "nvidia.com/NVIDIA_A100-20C": "14",
+            **{f"nvidia.com/NVIDIA_{t}": "1" for t in mig_backed},
+        }
     tq = kube.get("/apis/tessera.io/v1alpha1/tenantquotas/team-a")
     assert tq["status"]["namespaces"] == 2
     log = operator.log()[log_start:]
@@ -127,6 +135,7 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
         "embeddings": "a100-small",
         "ocr": "ascend-310p",
         "dra-inference": "h100-dra",
+        "vms": "a100-vms",
     }
     for pod in pods:
         name, app = pod["metadata"]["name"], app_of(pod)
