@@ -93,5 +93,9 @@ VGPU_CONFIGMAP_NAME = "tessera-vgpu-devices-config"
 VGPU_CONFIGMAP_KEY = "config.yaml"
 
 # --- Schedulers of HAMi slices (SharingPolicy spec.scheduler) -----------------
+HAMI_SCHEDULER_CONFIGMAP_NAME = "hami-scheduler-device"  # spec.scheduler.hami.configMap default
 HAMI_SCHEDULER_CONFIGMAP_KEY = "device-config.yaml"
+# On HAMi's scheduler config: the fields of device-config.yaml Tessera owns, and what each held
+# before Tessera set it (JSON), so a released field gets its person's value back.
+HAMI_SCHEDULER_MANAGED_ANNOTATION = "tessera.io/managed-fields"
 VOLCANO_SCHEDULER_CONFIGMAP_KEY = "volcano-scheduler.conf"

@@ -1,17 +1,34 @@
 """HAMi's scheduler device config (``hami-scheduler-device``, key ``device-config.yaml``):
 Tessera's fields kept consistent with the policies, every line people wrote kept.
 
-Called once per pass by ``controllers.schedulers.sync``.
+Called once per pass by ``controllers.schedulers.sync`` (its lock makes it the one writer).
+Each map the policies name is read, planned (``domain.schedulers.hami_want`` joins the asks,
+``hami_config`` edits the text) and patched with the resourceVersion it was read at; a 409 is
+a race and the map is read and planned again. Nothing is ever created: a missing map, or a
+missing scheduler Deployment for a policy naming HAMi, is ``WaitingForScheduler``; a file that
+does not parse is left as it is (``SchedulerConfigInvalid``, with line and column).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome
+from tessera.adapters.kube import ApiError, Obj, path_of
+from tessera.api import constants as c
+from tessera.domain.conditions import Verdict
+from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, hami_owned, outcome
+from tessera.domain.schedulers.hami_config import Want, plan, present_chips
+from tessera.domain.schedulers.hami_want import Joined, join
+from tessera.domain.schedulers.yaml_text import YamlInvalidError
 
 from .runtime import Context
+
+log = logging.getLogger("tessera.schedulers")
+ATTEMPTS = 5
+KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
+ANNOTATION = c.HAMI_SCHEDULER_MANAGED_ANNOTATION
 
 
 def sync(
@@ -22,5 +39,103 @@ def sync(
 ) -> dict[str, SchedulerOutcome]:
     """Make each named HAMi device config match its policies; each policy's outcome by name.
     ``released``: configs a deleted policy named, visited even when no policy names them."""
-    del ctx, demands, deployments, released
-    return {}
+    grouped: dict[ObjectKey, list[PolicyDemand]] = {key: [] for key in released}
+    for one in demands:
+        grouped.setdefault(one.hami_config, []).append(one)
+    out: dict[str, SchedulerOutcome] = {}
+    for key, named in sorted(grouped.items()):
+        waiting = _waiting(key, named, deployments)
+        if waiting is not None:
+            out |= {d.policy: SchedulerOutcome(waiting) for d in named}
+            continue
+        out |= _one(ctx, key, named)
+    return out
+
+
+def _waiting(
+    key: ObjectKey, named: Sequence[PolicyDemand], deployments: Mapping[ObjectKey, Any]
+) -> Verdict | None:
+    """A policy naming HAMi whose scheduler Deployment is absent holds the whole map."""
+    for d in named:
+        where = ObjectKey.of(d.scheduler.hami.deployment)
+        if d.scheduler.name == "HAMi" and deployments.get(where) is None:
+            text = (
+                f"HAMi's scheduler Deployment {where} does not exist (install HAMi or point "
+                f"spec.scheduler.hami.deployment at it); nothing written to {key}"
+            )
+            return Verdict("progressing", outcome.WAITING_FOR_SCHEDULER, text)
+    return None
+
+
+def _one(
+    ctx: Context, key: ObjectKey, named: Sequence[PolicyDemand]
+) -> dict[str, SchedulerOutcome]:
+    path = path_of("v1", "configmaps", key.name, key.namespace)
+    for _ in range(ATTEMPTS):
+        obj = ctx.kube.get_or_none(path)
+        if obj is None:
+            text = (
+                f"ConfigMap {key} (HAMi's device config) does not exist: install HAMi or point "
+                "spec.scheduler.hami.configMap at it; nothing created"
+            )
+            verdict = Verdict("progressing", outcome.WAITING_FOR_SCHEDULER, text)
+            return {d.policy: SchedulerOutcome(verdict) for d in named}
+        try:
+            return _planned(ctx, key, path, obj, named)
+        except ApiError as err:
+            if not err.conflict:
+                raise
+            log.info("%s changed while Tessera wrote it (%s); re-planning", key, err)
+    raise ApiError(409, "Conflict", f"ConfigMap {key} kept changing while Tessera wrote it")
+
+
+def _planned(
+    ctx: Context, key: ObjectKey, path: str, obj: Obj, named: Sequence[PolicyDemand]
+) -> dict[str, SchedulerOutcome]:
+    text = str((obj.get("data") or {}).get(KEY, ""))
+    owned = hami_owned.parse(obj["metadata"].get("annotations"), ANNOTATION)
+    where = f"{key} ({KEY})"
+    try:
+        present = present_chips(text)
+    except YamlInvalidError as err:
+        message = f"{where} does not parse at {err}; Tessera leaves it as it is"
+        log.warning("%s", message)
+        verdict = Verdict("stalled", outcome.CONFIG_INVALID, message)
+        return {d.policy: SchedulerOutcome(verdict) for d in named}
+    joined = join(where, named, present) if named else Joined(Want(None))
+    edit = plan(text, owned, joined.want) if joined.want is not None else None
+    if edit is not None and (edit.changed(text) or edit.owned.annotation() != _mark(obj)):
+        patch = {
+            "metadata": {
+                "resourceVersion": obj["metadata"]["resourceVersion"],
+                "annotations": {ANNOTATION: edit.owned.annotation()},
+            },
+            "data": {KEY: edit.text},
+        }
+        ctx.kube.patch(path, patch)
+        for note in edit.notes:
+            log.info("%s: %s", where, note)
+    versions = {"hami": str(joined.version)} if joined.version else {}
+    out: dict[str, SchedulerOutcome] = {}
+    for d in named:
+        verdict = joined.verdicts.get(d.policy) or _ready(where, joined)
+        maps = () if d.policy in joined.verdicts else (str(key),)
+        out[d.policy] = SchedulerOutcome(verdict, maps, versions)
+    return out
+
+
+def _ready(where: str, joined: Joined) -> Verdict:
+    want = joined.want or Want(None)
+    parts = []
+    if want.chips:
+        parts.append(f"vnpus entries for {', '.join(want.chips)}")
+    if want.hami_vnpu_core is not None:
+        parts.append(f"hamiVnpuCore {str(want.hami_vnpu_core).lower()}")
+    if want.nvidia:
+        parts.append("nvidia " + ", ".join(f"{k} {v}" for k, v in want.nvidia.items()))
+    what = "; ".join(parts) or "nothing of Tessera's"
+    return Verdict("ready", "Applied", f"{where} holds {what} (HAMi {joined.version})")
+
+
+def _mark(obj: Obj) -> str | None:
+    return (obj["metadata"].get("annotations") or {}).get(ANNOTATION)

@@ -193,6 +193,7 @@ def _register_sharing_maps(registry: kopf.OperatorRegistry, ctx: Context, wakeup
         ctx.settings.device_plugin_configmap,
         (hami, c.HAMI_NVIDIA_CONFIGMAP_NAME),
         (hami, c.HAMI_ASCEND_CONFIGMAP_NAME),
+        (hami, c.HAMI_SCHEDULER_CONFIGMAP_NAME),
     }
 
     @kopf.on.event("", "v1", "configmaps", registry=registry)

@@ -54,6 +54,8 @@ class PolicyDemand:
     """Versions found (declared or image) for the components it involves."""
     unknown: Mapping[Component, str] = field(default_factory=dict)
     """Components whose version could not be found, with the message saying why."""
+    ascend: bool = False
+    """It sets ``spec.ascend`` (so it has a say on ``hamiVnpuCore``, true or false)."""
 
     @property
     def volcano(self) -> VolcanoScheduler:
@@ -95,7 +97,9 @@ def demand(
     soft = spec.ascend is not None and spec.ascend.soft_slicing
     found = dict(versions or {})
     missing = dict(unknown or {})
-    return PolicyDemand(policy, scheduler, chips_of(node_labels), soft, hami_core, found, missing)
+    chips = chips_of(node_labels)
+    ascend = spec.ascend is not None
+    return PolicyDemand(policy, scheduler, chips, soft, hami_core, found, missing, ascend)
 
 
 def chips_of(node_labels: Iterable[Mapping[str, str]]) -> tuple[str, ...]:

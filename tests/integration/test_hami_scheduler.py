@@ -1,0 +1,321 @@
+"""HAMi's scheduler config kept consistent with SharingPolicies, on the real API server.
+
+The story: a platform engineer has HAMi installed — its scheduler Deployment
+``kube-system/hami-scheduler`` (image ``projecthami/hami:<version>``; no binary runs under
+KWOK, replicas 0) and its device config ``kube-system/hami-scheduler-device`` written by hand
+(reference hami_ascend.md §1.6, with comments and a chip entry of their own). They apply a
+SharingPolicy with soft slicing on 310P3 nodes and ``scheduler: {name: HAMi}``: Tessera adds
+the 310P3 ``vnpus`` entry and sets ``hamiVnpuCore``, every hand-written line kept; HAMi
+downgraded to v2.8 gets the list form; the policy deleted gives the file back as written.
+Bad input: no map (or no Deployment) is ``WaitingForScheduler`` and nothing is created; a file
+that does not parse is left alone and reported with line and column; two policies wanting
+different ``hamiVnpuCore`` are a ``Conflict`` on both.
+
+The operator runs under its ServiceAccount with exactly config/rbac (a verb missing there
+fails these tests). HAMi's Ascend device plugin is simulated (``devcluster.hami_ascend``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster import fleet, hami_ascend
+from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.api import constants as c
+
+from .conftest import OperatorProcess
+from .helpers import condition, eventually
+from .sharing_support import SP, delete_policy, policy, wait_ready
+
+MAP = path_of("v1", "configmaps", c.HAMI_SCHEDULER_CONFIGMAP_NAME, c.HAMI_NAMESPACE)
+DEPLOYMENT = path_of("apps/v1", "deployments", "hami-scheduler", c.HAMI_NAMESPACE)
+KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
+# As a person wrote it: reference §1.6, a comment of theirs, and their own 910B3 entry.
+HAND_WRITTEN = """\
+# HAMi device config -- owned by the platform team (ticket OPS-1207)
+nvidia:
+  resourceCountName: nvidia.com/gpu
+  resourceMemoryName: nvidia.com/gpumem
+  resourceMemoryPercentageName: nvidia.com/gpumem-percentage
+  resourceCoreName: nvidia.com/gpucores
+  resourcePriorityName: nvidia.com/priority
+  overwriteEnv: false
+  defaultMemory: 0
+  defaultCores: 0
+  defaultGPUNum: 1
+  deviceSplitCount: 10
+  deviceMemoryScaling: 1
+  deviceCoreScaling: 1
+  migProfileAllowlist:
+  - models: [ "A100-SXM4-40GB", "A100-40GB-PCIe", "A100-PCIE-40GB" ]
+    profiles: [ "1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb" ]
+vnpus:
+  hamiVnpuCore: false
+  configs:
+  # our 910B3 boxes: tuned by hand, do not touch
+  - chipName: 910B3
+    commonWord: Ascend910B3
+    resourceName: huawei.com/Ascend910B3
+    resourceMemoryName: huawei.com/Ascend910B3-memory
+    resourceCoreName: huawei.com/Ascend910B3-core
+    memoryAllocatable: 65536
+    memoryCapacity: 65536
+    aiCore: 20
+    aiCPU: 7
+    templates:
+      - {name: vir05_1c_16g, memory: 16384, aiCore: 5, aiCPU: 1}
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
+    """HAMi's Ascend device plugin, simulated; HAMi's scheduler objects go at the end."""
+    sim = hami_ascend.HamiAscendPlugin(kube).start()
+    yield
+    sim.stop()
+    for path in (MAP, DEPLOYMENT):
+        try:
+            kube.delete(path)
+        except ApiError as err:
+            assert err.not_found
+
+
+@pytest.fixture
+def hami(kube: Kube) -> Iterator[None]:
+    """HAMi as installed by hand: the scheduler Deployment (v2.10.0) and the config map."""
+    _install_scheduler(kube, "v2.10.0")
+    _write_map(kube, HAND_WRITTEN)
+    yield
+    for path in (MAP, DEPLOYMENT):
+        try:
+            kube.delete(path)
+        except ApiError as err:
+            assert err.not_found
+    eventually(lambda: kube.get_or_none(MAP) is None, 30, "HAMi's config map gone")
+
+
+def _install_scheduler(kube: Kube, tag: str) -> None:
+    containers = [
+        {"name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler:v1.34.4"},
+        {"name": "vgpu-scheduler-extender", "image": f"projecthami/hami:{tag}"},
+    ]
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "hami-scheduler", "namespace": c.HAMI_NAMESPACE},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "hami-scheduler"}},
+            "template": {
+                "metadata": {"labels": {"app": "hami-scheduler"}},
+                "spec": {"containers": containers},
+            },
+        },
+    }
+    if kube.get_or_none(DEPLOYMENT) is None:
+        kube.create(path_of("apps/v1", "deployments", namespace=c.HAMI_NAMESPACE), body)
+    else:
+        kube.patch(DEPLOYMENT, {"spec": body["spec"]}, "strategic")
+
+
+def _write_map(kube: Kube, text: str) -> None:
+    if kube.get_or_none(MAP) is None:
+        body = {"metadata": {"name": c.HAMI_SCHEDULER_CONFIGMAP_NAME}, "data": {KEY: text}}
+        kube.create(path_of("v1", "configmaps", namespace=c.HAMI_NAMESPACE), body)
+    else:
+        kube.patch(MAP, {"data": {KEY: text}})
+
+
+def _text(kube: Kube) -> str:
+    return str(((kube.get_or_none(MAP) or {}).get("data") or {}).get(KEY, ""))
+
+
+def _vnpus(kube: Kube) -> Any:
+    return (yaml.safe_load(_text(kube)) or {}).get("vnpus")
+
+
+def _nodes(kube: Kube, pool: str, count: int = 1) -> list[str]:
+    on = {c.HAMI_ASCEND_NODE_LABEL: c.HAMI_ASCEND_NODE_VALUE}
+    specs = [
+        fleet.NodeSpec(f"{pool}-{i}", "Ascend310P3", 2, pool=pool, labels=on) for i in range(count)
+    ]
+    return fleet.create_nodes(kube, specs)
+
+
+def _policy(kube: Kube, name: str, pool: str, soft: bool, **scheduler: Any) -> None:
+    body = {
+        "apiVersion": "tessera.io/v1alpha1",
+        "kind": "SharingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
+            "backend": "Exclusive",
+            "ascend": {"softSlicing": soft, "vDeviceCount": 4},
+            "scheduler": {"name": "HAMi", **scheduler},
+            "rollout": {"maxUnavailable": 1},
+        },
+    }
+    kube.create(SP, body)
+
+
+def _reason(kube: Kube, name: str, kind: str = "Stalled") -> str | None:
+    found = condition(policy(kube, name), kind)
+    return found["reason"] if found and found["status"] == "True" else None
+
+
+def _passes(operator: OperatorProcess, name: str, since: int) -> int:
+    return len(re.findall(rf"sharingpolicy/{name}: pass done: ", operator.log()[since:]))
+
+
+def _entry(vnpus: Any, chip: str) -> dict[str, Any] | None:
+    entries = vnpus.get("configs") if isinstance(vnpus, dict) else vnpus
+    return next((e for e in entries or [] if e.get("chipName") == chip), None)
+
+
+def _lines_gone(before: str, after: str) -> list[str]:
+    """Lines of ``before`` no longer in ``after`` (each line counted as often as it occurs)."""
+    left = after.splitlines()
+    gone = []
+    for line in before.splitlines():
+        if line in left:
+            left.remove(line)
+        else:
+            gone.append(line)
+    return gone
+
+
+# -- the story: install, apply, downgrade HAMi, delete ---------------------------------------
+
+
+def test_soft_slicing_policy_writes_hamis_scheduler_config_and_gives_it_back(
+    kube: Kube, hami: None
+) -> None:
+    _nodes(kube, "hs-story")
+    _policy(kube, "hs-story", "hs-story", soft=True)
+    obj = wait_ready(kube, "hs-story", 90)
+
+    vnpus = _vnpus(kube)
+    assert vnpus["hamiVnpuCore"] is True
+    ours = _entry(vnpus, "310P3")
+    assert ours is not None and ours["commonWord"] == "Ascend310P"
+    assert ours["resourceCoreName"] == "huawei.com/Ascend310P-core"  # hami-core, v2.9+
+    assert ours["memoryAllocatable"] == 21527
+    assert [t["name"] for t in ours["templates"]] == ["vir01", "vir02", "vir04"]
+    assert _lines_gone(HAND_WRITTEN, _text(kube)) == ["  hamiVnpuCore: false"]  # all else kept
+    assert obj["status"]["scheduler"] == {
+        "name": "HAMi",
+        "versions": {"hami": "v2.10.0 (image)"},
+        "configMaps": ["kube-system/hami-scheduler-device"],
+        "restartPending": False,
+    }
+    written = _text(kube)
+
+    # HAMi downgraded to v2.8.0: vnpus as a list; soft slicing has no hami-core there
+    _install_scheduler(kube, "v2.8.0")
+    eventually(lambda: isinstance(_vnpus(kube), list), 60, "vnpus in the list form")
+    listed = _vnpus(kube)
+    assert _entry(listed, "910B3") == _entry(yaml.safe_load(HAND_WRITTEN)["vnpus"], "910B3")
+    assert "resourceCoreName" not in (_entry(listed, "310P3") or {})
+    assert "# our 910B3 boxes: tuned by hand, do not touch" in _text(kube)  # moved along
+    eventually(lambda: _reason(kube, "hs-story") == "SchedulerTrap", 60, "SchedulerTrap")
+    message = condition(policy(kube, "hs-story"), "Stalled")["message"]  # type: ignore[index]
+    assert "needs HAMi v2.9 or newer" in message and "v2.8.0 (image)" in message
+
+    # back to v2.10.0: the same file as before, byte for byte
+    _install_scheduler(kube, "v2.10.0")
+    eventually(lambda: _text(kube) == written, 60, "the v2.10 form back")
+    wait_ready(kube, "hs-story", 60)
+
+    # the policy deleted: Tessera's fields go, the person's file is back as they wrote it
+    delete_policy(kube, "hs-story")
+    assert _text(kube) == HAND_WRITTEN
+    annotations = kube.get(MAP)["metadata"].get("annotations") or {}
+    assert c.HAMI_SCHEDULER_MANAGED_ANNOTATION not in annotations
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def test_no_config_map_waits_for_the_scheduler_and_creates_nothing(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    assert kube.get_or_none(MAP) is None
+    _install_scheduler(kube, "v2.10.0")
+    _nodes(kube, "hs-wait")
+    mark = len(operator.log())
+    _policy(kube, "hs-wait", "hs-wait", soft=True)
+    eventually(
+        lambda: _reason(kube, "hs-wait", "Reconciling") == "WaitingForScheduler",
+        60,
+        "WaitingForScheduler",
+    )
+    eventually(lambda: _passes(operator, "hs-wait", mark) >= 3, 60, "three passes")
+    assert kube.get_or_none(MAP) is None  # nothing created
+    message = condition(policy(kube, "hs-wait"), "Reconciling")["message"]  # type: ignore[index]
+    assert "ConfigMap kube-system/hami-scheduler-device" in message
+
+    # HAMi's chart installed the map later: the policy converges
+    _write_map(kube, HAND_WRITTEN)
+    wait_ready(kube, "hs-wait", 90)
+    assert _entry(_vnpus(kube), "310P3") is not None
+
+    # the scheduler Deployment removed: waiting again, the file left as it is
+    text = _text(kube)
+    kube.delete(DEPLOYMENT)
+    eventually(
+        lambda: _reason(kube, "hs-wait", "Reconciling") == "WaitingForScheduler",
+        60,
+        "WaitingForScheduler without the Deployment",
+    )
+    assert "Deployment kube-system/hami-scheduler" in str(
+        condition(policy(kube, "hs-wait"), "Reconciling")
+    )
+    assert _text(kube) == text
+    delete_policy(kube, "hs-wait")
+    kube.delete(MAP)
+
+
+def test_unparseable_config_is_left_alone_and_reported_with_line_and_column(
+    kube: Kube, hami: None
+) -> None:
+    broken = HAND_WRITTEN.replace("  defaultCores: 0\n", "  defaultCores: 0\n defaultGPUs: 2\n")
+    _write_map(kube, broken)
+    _nodes(kube, "hs-bad")
+    _policy(kube, "hs-bad", "hs-bad", soft=True)
+    eventually(lambda: _reason(kube, "hs-bad") == "SchedulerConfigInvalid", 60, "invalid")
+    message = condition(policy(kube, "hs-bad"), "Stalled")["message"]  # type: ignore[index]
+    assert "line 11, column 2" in message, message  # the line indented one column short
+    assert "kube-system/hami-scheduler-device (device-config.yaml)" in message
+    assert _text(kube) == broken  # untouched
+
+    _write_map(kube, HAND_WRITTEN)  # the person fixes it
+    wait_ready(kube, "hs-bad", 90)
+    assert _vnpus(kube)["hamiVnpuCore"] is True
+    delete_policy(kube, "hs-bad")
+    assert _text(kube) == HAND_WRITTEN
+
+
+def test_two_policies_wanting_different_hami_vnpu_core_conflict_on_both(
+    kube: Kube, hami: None
+) -> None:
+    _nodes(kube, "hs-on")
+    _nodes(kube, "hs-off")
+    _policy(kube, "hs-on", "hs-on", soft=True)
+    _policy(kube, "hs-off", "hs-off", soft=False)
+    for name in ("hs-on", "hs-off"):
+        eventually(lambda n=name: _reason(kube, n) == "Conflict", 60, f"{name} Conflict")  # type: ignore[misc]
+    message = condition(policy(kube, "hs-on"), "Stalled")["message"]  # type: ignore[index]
+    assert "hs-on wants true" in message and "hs-off wants false" in message
+    assert _vnpus(kube)["hamiVnpuCore"] is False  # left as the person wrote it
+    assert _entry(_vnpus(kube), "310P3") is not None  # what they agree on is written
+
+    delete_policy(kube, "hs-off")
+    wait_ready(kube, "hs-on", 90)
+    assert _vnpus(kube)["hamiVnpuCore"] is True
+    delete_policy(kube, "hs-on")
+    assert _text(kube) == HAND_WRITTEN
