@@ -115,12 +115,13 @@ def _planned(
         ctx.kube.patch(path, patch)
         for note in edit.notes:
             log.info("%s: %s", where, note)
+    notes = tuple(f"{where}: {n}" for n in edit.notes) if edit is not None else ()
     versions = {"hami": str(joined.version)} if joined.version else {}
     out: dict[str, SchedulerOutcome] = {}
     for d in named:
         verdict = joined.verdicts.get(d.policy) or _ready(where, joined)
         maps = () if d.policy in joined.verdicts else (str(key),)
-        out[d.policy] = SchedulerOutcome(verdict, maps, versions)
+        out[d.policy] = SchedulerOutcome(verdict, maps, versions, notes=notes)
     return out
 
 

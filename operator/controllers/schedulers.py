@@ -20,7 +20,9 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
+from tessera.api import constants as c
 from tessera.api.v1alpha1.scheduler import HamiScheduler, VolcanoScheduler
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import failures
@@ -59,13 +61,16 @@ def sync(
     nodes: Mapping[str, Obj],
     *,
     gone: SharingPolicySpec | None = None,
+    refs: Mapping[str, Ref] | None = None,
 ) -> Synced:
     """Make every scheduler config the policies name match them; each policy's outcome.
 
     ``policies`` are those the pass planned (a policy being deleted is already left out, so
     its fields go); ``plan`` tells which nodes each governs, ``nodes`` their labels. ``gone``
     is the spec of a policy being deleted: the configs it named are visited too, even when
-    no other policy names them, so its fields go from there as well.
+    no other policy names them, so its fields go from there as well. ``refs``: how each
+    policy's Events name it; a policy whose config this sync wrote gets one
+    ``SchedulerConfigWritten``.
     """
     with _LOCK:
         wanted = [p for p in policies if p.spec.scheduler is not None]
@@ -103,7 +108,20 @@ def sync(
         # ---------------------------------------------------------------------------------
         merged = {name: outcome.merge(found) for name, found in parts.items()}
         outcomes = {name: found for name, found in merged.items() if found is not None}
+        _announce(ctx, outcomes, refs or {})
         return Synced(outcomes, error, frozenset(concerned))
+
+
+def _announce(
+    ctx: Context, outcomes: Mapping[str, SchedulerOutcome], refs: Mapping[str, Ref]
+) -> None:
+    for name, found in sorted(outcomes.items()):
+        if not found.notes:
+            continue
+        ref = refs.get(name) or Ref(c.API_VERSION, "SharingPolicy", name)
+        more = f" (and {len(found.notes) - 3} more)" if len(found.notes) > 3 else ""
+        text = "; ".join(found.notes[:3]) + more
+        ctx.events.post(ref, "SchedulerConfigWritten", text, ctx.clock())
 
 
 def report(synced: Synced, name: str) -> SchedulerOutcome | None:

@@ -66,7 +66,8 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     on_dra = any(p.name == name and p.dra_pool for p in snap.policies)
     dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=on_dra)
     verdict = _dra_verdict(verdict, synced, name) if on_dra else verdict
-    scheduled = schedulers.sync(ctx, snap.policies, plan, snap.nodes)  # shared configs: every pass
+    # scheduler configs are shared: every pass syncs all of them
+    scheduled = schedulers.sync(ctx, snap.policies, plan, snap.nodes, refs=snap.refs)
     scheduler = schedulers.report(scheduled, name)
     verdict = sched_outcome.overall(verdict, scheduler)
     actions = len(rolled.actions) if rolled is not None else 0

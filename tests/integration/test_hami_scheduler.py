@@ -30,7 +30,7 @@ from tessera.api import constants as c
 
 from .conftest import OperatorProcess
 from .helpers import condition, eventually
-from .sharing_support import SP, delete_policy, policy, wait_ready
+from .sharing_support import SP, delete_policy, event_with, policy, wait_ready
 
 MAP = path_of("v1", "configmaps", c.HAMI_SCHEDULER_CONFIGMAP_NAME, c.HAMI_NAMESPACE)
 DEPLOYMENT = path_of("apps/v1", "deployments", "hami-scheduler", c.HAMI_NAMESPACE)
@@ -214,6 +214,8 @@ def test_soft_slicing_policy_writes_hamis_scheduler_config_and_gives_it_back(
         "restartPending": False,
     }
     written = _text(kube)
+    said = event_with(kube, "hs-story", "SchedulerConfigWritten", "added vnpus entry 310P3")
+    assert said is not None and "set vnpus.hamiVnpuCore true" in said
 
     # HAMi downgraded to v2.8.0: vnpus as a list; soft slicing has no hami-core there
     _install_scheduler(kube, "v2.8.0")

@@ -7,7 +7,12 @@ or Volcano's); Tessera keeps that scheduler's config consistent with all the pol
 * ``demands``   each policy's ask (chips, soft slicing, NVIDIA settings, versions), and the
                 asks grouped per Volcano scheduler config (``VolcanoDemand``);
 * ``outcome``   one policy's scheduler-side verdict and ``status.scheduler``, merged over
-                the parts (HAMi's device config, Volcano's) and with the node side.
+                the parts (HAMi's device config, Volcano's) and with the node side;
+* ``vnpus``     HAMi's ``vnpus`` chip entries as its chart ships them, per version and shape;
+* ``hami_want`` the asks of the policies naming one HAMi config joined (conflicts, traps);
+* ``hami_config`` Tessera's fields of HAMi's ``device-config.yaml`` set and released in place
+                (``hami_owned``: what it owns; ``hami_shape``: list and map forms of ``vnpus``);
+* ``yaml_text`` edits of a YAML text that keep every line they do not touch.
 """
 
 from .demands import ObjectKey, PolicyDemand, VolcanoDemand, VolcanoDemands

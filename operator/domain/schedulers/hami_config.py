@@ -22,12 +22,12 @@ from typing import Any
 
 import yaml
 
-from . import vnpus, yaml_text
+from . import hami_shape, vnpus, yaml_text
 from .hami_owned import Owned, Prior
 from .versions import Version
 
 NVIDIA_FIELDS = ("deviceSplitCount", "deviceMemoryScaling", "deviceCoreScaling")
-HAMI_VNPU_CORE = "hamiVnpuCore"
+HAMI_VNPU_CORE = hami_shape.HAMI_VNPU_CORE
 
 
 @dataclass(frozen=True)
@@ -123,54 +123,16 @@ def _reshape(edit: Edit, want: Want) -> Edit:
         return edit
     owned = edit.owned
     if mapped and isinstance(current, list):
-        text = _list_to_map(edit.text, node, core)
+        text = hami_shape.to_map(edit.text, node, core)
         if core is not None and owned.hami_vnpu_core is None:
             owned = replace(owned, hami_vnpu_core=())
         note = f"reshaped vnpus into {{hamiVnpuCore, configs}}: HAMi {version} reads that form"
     elif not mapped and isinstance(current, dict):
-        text = _map_to_list(edit.text, node, current)
+        text = hami_shape.to_list(edit.text, node, current)
         note = f"reshaped vnpus into a list: HAMi {version} reads no other form"
     else:
         return edit
     return Edit(text, owned, (*edit.notes, note))
-
-
-def _list_to_map(text: str, node: yaml.Node, core: bool | None) -> str:
-    """Everything below ``vnpus:`` (comments too) moved under ``configs:``, the wrapper's
-    keys first."""
-    wrapper: dict[str, Any] = {} if core is None else {HAMI_VNPU_CORE: core}
-    key = _key(yaml_text.compose(text), "vnpus")
-    if key is None or getattr(node, "flow_style", False) or not node.value:
-        return yaml_text.set_key(text, [], "vnpus", {**wrapper, "configs": _doc(text)["vnpus"]})
-    start = _after_line(text, key)
-    _, end = yaml_text.span(text, node)
-    pad = " " * (key.start_mark.column + yaml_text.INDENT)
-    head = "".join(f"{pad}{k}: {yaml_text.scalar(v)}\n" for k, v in wrapper.items())
-    block = yaml_text.shift(text[start:end], yaml_text.INDENT)
-    return text[:start] + f"{head}{pad}configs:\n" + block + text[end:]
-
-
-def _map_to_list(text: str, node: yaml.Node, current: Mapping[str, Any]) -> str:
-    """Everything below ``configs:`` (comments too) moved up under ``vnpus:``, in place of
-    the wrapper."""
-    key = _key(node, "configs")
-    configs = yaml_text.find(node, ["configs"])
-    if key is None or configs is None or getattr(configs, "flow_style", False) or not configs.value:
-        return yaml_text.set_key(text, [], "vnpus", list(current.get("configs") or []))
-    start, end = yaml_text.span(text, node)
-    block = text[_after_line(text, key) : yaml_text.span(text, configs)[1]]
-    return text[:start] + yaml_text.shift(block, -yaml_text.INDENT) + text[end:]
-
-
-def _key(node: yaml.Node | None, name: str) -> yaml.Node | None:
-    pairs = node.value if isinstance(node, yaml.MappingNode) else []
-    return next((k for k, _ in pairs if getattr(k, "value", None) == name), None)
-
-
-def _after_line(text: str, node: yaml.Node) -> int:
-    """Where the line after the one ``node`` ends on starts."""
-    found = text.find("\n", node.end_mark.index)
-    return len(text) if found < 0 else found + 1
 
 
 def _items(text: str, at: list[str | int]) -> list[Any]:

@@ -34,6 +34,8 @@ class SchedulerOutcome:
     versions: Mapping[str, str] = field(default_factory=dict)
     """By component: ``"v2.10.0 (image)"``."""
     restart_pending: bool = False
+    notes: tuple[str, ...] = ()
+    """What this pass wrote for it (one Event ``SchedulerConfigWritten``, and the log)."""
 
 
 def ready(message: str, **kw: Any) -> SchedulerOutcome:
@@ -51,7 +53,7 @@ def merge(parts: Iterable[SchedulerOutcome]) -> SchedulerOutcome | None:
         maps = tuple(sorted({*found.config_maps, *part.config_maps}))
         versions = {**found.versions, **part.versions}
         pending = found.restart_pending or part.restart_pending
-        found = SchedulerOutcome(verdict, maps, versions, pending)
+        found = SchedulerOutcome(verdict, maps, versions, pending, (*found.notes, *part.notes))
     return found
 
 
