@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
+from tessera.domain.failures import Failure
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, hami_owned, outcome
 from tessera.domain.schedulers.hami_config import Want, plan, present_chips
 from tessera.domain.schedulers.hami_want import Joined, join
@@ -31,24 +33,37 @@ KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
 ANNOTATION = c.HAMI_SCHEDULER_MANAGED_ANNOTATION
 
 
+@dataclass(frozen=True)
+class Answered:
+    outcomes: dict[str, SchedulerOutcome] = field(default_factory=dict)
+    failures: dict[str, Failure] = field(default_factory=dict)
+    """By policy (``""``: a map only a deleted policy named): its map's API error."""
+
+
 def sync(
     ctx: Context,
     demands: Sequence[PolicyDemand],
     deployments: Mapping[ObjectKey, Mapping[str, Any] | None],
     released: Iterable[ObjectKey] = (),
-) -> dict[str, SchedulerOutcome]:
+) -> Answered:
     """Make each named HAMi device config match its policies; each policy's outcome by name.
-    ``released``: configs a deleted policy named, visited even when no policy names them."""
+    ``released``: configs a deleted policy named, visited even when no policy names them.
+    An API error on one map is that map's policies' failure; the other maps go on."""
     grouped: dict[ObjectKey, list[PolicyDemand]] = {key: [] for key in released}
     for one in demands:
         grouped.setdefault(one.hami_config, []).append(one)
-    out: dict[str, SchedulerOutcome] = {}
+    out = Answered()
     for key, named in sorted(grouped.items()):
         waiting = _waiting(key, named, deployments)
         if waiting is not None:
-            out |= {d.policy: SchedulerOutcome(waiting) for d in named}
+            out.outcomes.update({d.policy: SchedulerOutcome(waiting) for d in named})
             continue
-        out |= _one(ctx, key, named)
+        try:
+            out.outcomes.update(_one(ctx, key, named))
+        except ApiError as err:
+            log.warning("HAMi scheduler config %s not synced: %s", key, err)
+            failed = Failure(err.status, str(err))
+            out.failures.update({d.policy: failed for d in named} or {"": failed})
     return out
 
 

@@ -43,15 +43,16 @@ Deployments = Mapping[ObjectKey, Mapping[str, Any] | None]
 
 @dataclass(frozen=True)
 class Synced:
-    """Each policy's scheduler outcome, and the API error a part met (None: all landed).
+    """Each policy's scheduler outcome, and the API errors met, by the policy they concern.
 
-    A part that meets an API error writes nothing more; the policies it concerns report the
-    failure (``report``) and a deleted policy's finalizer tries again (``holds_deletion``)."""
+    A config whose read or write failed is left for the next pass; the policies naming it
+    report the failure (``report``: Reconciling, then Stalled, with the API's message, such
+    as the 403 naming a map the Role does not grant), and a deleted policy's finalizer tries
+    again (``holds_deletion``)."""
 
     outcomes: Mapping[str, SchedulerOutcome] = field(default_factory=dict)
-    error: Failure | None = None
-    concerned: frozenset[str] = frozenset()
-    """Policies of the part that failed."""
+    failures: Mapping[str, Failure] = field(default_factory=dict)
+    """By policy; ``""``: a config only a deleted policy named."""
 
 
 def sync(
@@ -74,24 +75,19 @@ def sync(
     """
     with _LOCK:
         wanted = [p for p in policies if p.spec.scheduler is not None]
-        error: Failure | None = None
-        concerned: set[str] = set()
+        failures: dict[str, Failure] = {}
         parts: dict[str, list[SchedulerOutcome]] = {}
         try:
             deployments = _deployments(ctx, [p.spec for p in wanted] + ([gone] if gone else []))
         except ApiError as err:
-            names = frozenset(p.name for p in wanted)
-            return Synced(error=Failure(err.status, str(err)), concerned=names)
+            return Synced(failures={p.name: Failure(err.status, str(err)) for p in wanted})
         made = (_demand(p, plan, nodes, deployments) for p in wanted)
         demands = [d for d in made if d is not None]
-        try:
-            released = _named_maps(gone, "hami")
-            for name, found in hami_scheduler.sync(ctx, demands, deployments, released).items():
-                parts.setdefault(name, []).append(found)
-        except ApiError as err:
-            log.warning("HAMi scheduler config not synced: %s", err)
-            error = Failure(err.status, str(err))
-            concerned |= {d.policy for d in demands}
+        released = _named_maps(gone, "hami")
+        answered = hami_scheduler.sync(ctx, demands, deployments, released)
+        failures |= answered.failures
+        for name, found in answered.outcomes.items():
+            parts.setdefault(name, []).append(found)
         # --- Volcano hook (owner: the Volcano part, controllers/volcano.py) -------------
         # A config named only by a deleted policy comes with no policies: release it.
         grouped = asks.volcano_demands(demands, _named_maps(gone, "volcano"))
@@ -103,13 +99,13 @@ def sync(
                 parts.setdefault(name, []).append(found)
         except ApiError as err:
             log.warning("Volcano scheduler config not synced: %s", err)
-            error = error or Failure(err.status, str(err))
-            concerned |= {p.policy for one in grouped.values() for p in one.policies}
+            named = [p.policy for one in grouped.values() for p in one.policies] or [""]
+            failures |= {name: Failure(err.status, str(err)) for name in named}
         # ---------------------------------------------------------------------------------
         merged = {name: outcome.merge(found) for name, found in parts.items()}
         outcomes = {name: found for name, found in merged.items() if found is not None}
         _announce(ctx, outcomes, refs or {})
-        return Synced(outcomes, error, frozenset(concerned))
+        return Synced(outcomes, failures)
 
 
 def _announce(
@@ -127,20 +123,22 @@ def _announce(
 def report(synced: Synced, name: str) -> SchedulerOutcome | None:
     """This policy's outcome; a part's API error that concerns it is noted for the pass
     (reported like any refused write: Reconciling, then Stalled)."""
-    if synced.error is not None and name in synced.concerned:
-        skeleton.failed(synced.error)
+    found = synced.failures.get(name)
+    if found is not None:
+        skeleton.failed(found)
     return synced.outcomes.get(name)
 
 
 def holds_deletion(synced: Synced) -> bool:
     """A deleted policy's finalizer waits until the sync without it landed, unless only a
     person can make it land (a 403: a config map the Role does not grant), which is logged."""
-    if synced.error is None:
-        return False
-    if failures.transient(synced.error.status):
-        return True
-    log.error("scheduler configs keep a deleted policy's fields: %s", synced.error.message)
-    return False
+    held = False
+    for found in synced.failures.values():
+        if failures.transient(found.status):
+            held = True
+        else:
+            log.error("scheduler configs keep a deleted policy's fields: %s", found.message)
+    return held
 
 
 def _named_maps(spec: SharingPolicySpec | None, component: str) -> tuple[ObjectKey, ...]:

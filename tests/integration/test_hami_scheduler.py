@@ -24,13 +24,21 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import fleet, hami_ascend
+from devcluster import fleet, gpunode, hami_ascend
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .helpers import condition, eventually
-from .sharing_support import SP, delete_policy, event_with, policy, wait_ready
+from .helpers import condition, eventually, namespace
+from .sharing_support import (
+    SP,
+    create_policy,
+    delete_policy,
+    event_with,
+    nodes,
+    policy,
+    wait_ready,
+)
 
 MAP = path_of("v1", "configmaps", c.HAMI_SCHEDULER_CONFIGMAP_NAME, c.HAMI_NAMESPACE)
 DEPLOYMENT = path_of("apps/v1", "deployments", "hami-scheduler", c.HAMI_NAMESPACE)
@@ -74,9 +82,12 @@ vnpus:
 
 @pytest.fixture(scope="module", autouse=True)
 def plugin(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
-    """HAMi's Ascend device plugin, simulated; HAMi's scheduler objects go at the end."""
+    """HAMi's device plugins, simulated; HAMi's scheduler objects go at the end."""
+    namespace(kube, "gpu-operator")
     sim = hami_ascend.HamiAscendPlugin(kube).start()
+    gpus = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start()
     yield
+    gpus.stop()
     sim.stop()
     for path in (MAP, DEPLOYMENT):
         try:
@@ -148,6 +159,7 @@ def _nodes(kube: Kube, pool: str, count: int = 1) -> list[str]:
 
 
 def _policy(kube: Kube, name: str, pool: str, soft: bool, **scheduler: Any) -> None:
+    """An Ascend policy (soft slicing on or off) naming HAMi's scheduler."""
     body = {
         "apiVersion": "tessera.io/v1alpha1",
         "kind": "SharingPolicy",
@@ -321,3 +333,59 @@ def test_two_policies_wanting_different_hami_vnpu_core_conflict_on_both(
     assert _vnpus(kube)["hamiVnpuCore"] is True
     delete_policy(kube, "hs-on")
     assert _text(kube) == HAND_WRITTEN
+
+
+def test_an_image_without_a_version_tag_asks_for_the_declared_version(
+    kube: Kube, hami: None
+) -> None:
+    _install_scheduler(kube, "latest")
+    _nodes(kube, "hs-ver")
+    _policy(kube, "hs-ver", "hs-ver", soft=True)
+    eventually(lambda: _reason(kube, "hs-ver") == "SchedulerVersionUnknown", 60, "unknown")
+    message = condition(policy(kube, "hs-ver"), "Stalled")["message"]  # type: ignore[index]
+    assert "projecthami/hami:latest of Deployment kube-system/hami-scheduler" in message
+    assert "declare spec.scheduler.hami.version" in message
+    assert _text(kube) == HAND_WRITTEN  # no format guessed
+
+    patch = {"spec": {"scheduler": {"hami": {"version": "v2.8.0"}}}}
+    kube.patch(f"{SP}/hs-ver", patch)
+    eventually(lambda: isinstance(_vnpus(kube), list), 60, "the list form v2.8.0 reads")
+    found = policy(kube, "hs-ver") or {}
+    assert found["status"]["scheduler"]["versions"] == {"hami": "v2.8.0 (declared)"}
+    delete_policy(kube, "hs-ver")
+
+
+def test_hami_core_policies_write_nvidia_scalings_and_conflict_when_they_differ(
+    kube: Kube, hami: None
+) -> None:
+    nodes(kube, "hs-gpu-a", 1, mig_strategy="none")
+    nodes(kube, "hs-gpu-b", 1, mig_strategy="none")
+    scheduler = {"name": "HAMi"}
+    create_policy(
+        kube,
+        "hs-gpu-a",
+        "hs-gpu-a",
+        "HAMiCore",
+        hamiCore={"deviceSplitCount": 4},
+        scheduler=scheduler,
+    )
+    wait_ready(kube, "hs-gpu-a", 90)
+    nvidia = yaml.safe_load(_text(kube))["nvidia"]
+    assert (nvidia["deviceSplitCount"], nvidia["deviceMemoryScaling"]) == (4, 1)
+    assert _lines_gone(HAND_WRITTEN, _text(kube)) == ["  deviceSplitCount: 10"]
+    assert _vnpus(kube) == yaml.safe_load(HAND_WRITTEN)["vnpus"]  # no Ascend: vnpus untouched
+
+    spec = {"deviceSplitCount": 8, "deviceMemoryScaling": 2.0}
+    create_policy(kube, "hs-gpu-b", "hs-gpu-b", "HAMiCore", hamiCore=spec, scheduler=scheduler)
+    for name in ("hs-gpu-a", "hs-gpu-b"):
+        eventually(lambda n=name: _reason(kube, n) == "Conflict", 60, f"{name} Conflict")  # type: ignore[misc]
+    message = condition(policy(kube, "hs-gpu-b"), "Stalled")["message"]  # type: ignore[index]
+    assert "disagree on nvidia" in message and "hs-gpu-b wants deviceSplitCount 8" in message
+    assert yaml.safe_load(_text(kube))["nvidia"]["deviceSplitCount"] == 4  # held
+
+    delete_policy(kube, "hs-gpu-a")
+    wait_ready(kube, "hs-gpu-b", 90)
+    nvidia = yaml.safe_load(_text(kube))["nvidia"]
+    assert (nvidia["deviceSplitCount"], nvidia["deviceMemoryScaling"]) == (8, 2.0)
+    delete_policy(kube, "hs-gpu-b")
+    assert _text(kube) == HAND_WRITTEN  # the person's 10 and 1 are back
