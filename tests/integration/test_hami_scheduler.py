@@ -3,7 +3,7 @@
 The story: a platform engineer has HAMi installed — its scheduler Deployment
 ``kube-system/hami-scheduler`` (image ``projecthami/hami:<version>``; no binary runs under
 KWOK, replicas 0) and its device config ``kube-system/hami-scheduler-device`` written by hand
-(reference hami_ascend.md §1.6, with comments and a chip entry of their own). They apply a
+(the shape of HAMi v2.10's chart, with comments and a chip entry of their own). They apply a
 SharingPolicy with soft slicing on 310P3 nodes and ``scheduler: {name: HAMi}``: Tessera adds
 the 310P3 ``vnpus`` entry and sets ``hamiVnpuCore``, every hand-written line kept; HAMi
 downgraded to v2.8 gets the list form; the policy deleted gives the file back as written.

@@ -4,7 +4,7 @@ HAMi's scheduler (and its Ascend device plugin, which reads the same file) knows
 through its ``vnpus`` entry in ``hami-scheduler-device``: ``chipName`` as the node reports it,
 the ``commonWord`` its resources are named after (``huawei.com/Ascend310P``), the memory it
 accounts and the templates memory requests are rounded to. The values are HAMi's own
-(chart ``device-configmap.yaml``, reference hami_ascend.md §1.5); a chip is found by any name
+(docs/facts/hami.md §HAMi's scheduler device config); a chip is found by any name
 Tessera's Ascend catalog knows for it (``310P3``, ``Ascend310P3``...), and the unit tests hold
 the templates to the catalog's numbers.
 

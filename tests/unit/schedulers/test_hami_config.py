@@ -14,7 +14,7 @@ from tessera.domain.schedulers.versions import Version
 
 V2_10, V2_8 = Version(2, 10), Version(2, 8)
 SCALINGS = {"deviceSplitCount": 4, "deviceMemoryScaling": 1.5, "deviceCoreScaling": 1.0}
-# hami_ascend.md §1.6, abridged, with a person's comment and their own 910B3 entry
+# the shape of HAMi v2.10's chart, abridged, with a person's comment and their own 910B3 entry
 MAP_FORM = """\
 # owned by the platform team
 nvidia:

@@ -12,7 +12,7 @@ from tessera.domain.schedulers import vnpus
 from tessera.domain.schedulers.versions import Version
 
 V2_10, V2_9, V2_8, V2_7 = Version(2, 10), Version(2, 9), Version(2, 8), Version(2, 7)
-# hami_ascend.md §1.6: the 310P3 entry of HAMi v2.10's chart, verbatim values
+# the 310P3 entry of HAMi v2.10's chart (docs/facts/hami.md §HAMi's scheduler device config)
 REFERENCE_310P3 = yaml.safe_load("""
 chipName: 310P3
 commonWord: Ascend310P
