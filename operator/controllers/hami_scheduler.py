@@ -114,7 +114,8 @@ def _planned(
         present = present_chips(text)
     except YamlInvalidError as err:
         message = f"{where} does not parse at {err}; Tessera leaves it as it is"
-        log.warning("%s", message)
+        if named:  # a map no policy names is looked at only to release Tessera's fields
+            log.warning("%s", message)
         verdict = Verdict("stalled", outcome.CONFIG_INVALID, message)
         return {d.policy: SchedulerOutcome(verdict) for d in named}
     joined = join(where, named, present) if named else Joined(Want(None))

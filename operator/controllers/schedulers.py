@@ -39,6 +39,7 @@ from .runtime import Context
 log = logging.getLogger("tessera.schedulers")
 _LOCK = threading.Lock()
 Deployments = Mapping[ObjectKey, Mapping[str, Any] | None]
+DEFAULT_HAMI_MAP = ObjectKey(c.HAMI_NAMESPACE, c.HAMI_SCHEDULER_CONFIGMAP_NAME)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,9 @@ def sync(
             return Synced(failures={p.name: Failure(err.status, str(err)) for p in wanted})
         made = (_demand(p, plan, nodes, deployments) for p in wanted)
         demands = [d for d in made if d is not None]
-        released = _named_maps(gone, "hami")
+        # HAMi's default map is always looked at: a policy that dropped spec.scheduler (or
+        # was deleted) leaves fields there that no other policy's ask would release.
+        released = (DEFAULT_HAMI_MAP, *_named_maps(gone, "hami"))
         answered = hami_scheduler.sync(ctx, demands, deployments, released)
         failures |= answered.failures
         for name, found in answered.outcomes.items():

@@ -389,3 +389,18 @@ def test_hami_core_policies_write_nvidia_scalings_and_conflict_when_they_differ(
     assert (nvidia["deviceSplitCount"], nvidia["deviceMemoryScaling"]) == (8, 2.0)
     delete_policy(kube, "hs-gpu-b")
     assert _text(kube) == HAND_WRITTEN  # the person's 10 and 1 are back
+
+
+def test_a_policy_that_stops_naming_the_scheduler_gives_its_fields_back(
+    kube: Kube, hami: None
+) -> None:
+    _nodes(kube, "hs-drop")
+    _policy(kube, "hs-drop", "hs-drop", soft=True)
+    wait_ready(kube, "hs-drop", 90)
+    assert _text(kube) != HAND_WRITTEN
+
+    kube.patch(f"{SP}/hs-drop", {"spec": {"scheduler": None}})  # the block removed in Git
+    eventually(lambda: _text(kube) == HAND_WRITTEN, 60, "the person's file back")
+    obj = wait_ready(kube, "hs-drop", 60)
+    assert "scheduler" not in obj["status"]
+    delete_policy(kube, "hs-drop")
