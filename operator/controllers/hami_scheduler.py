@@ -47,7 +47,8 @@ def sync(
     released: Iterable[ObjectKey] = (),
 ) -> Answered:
     """Make each named HAMi device config match its policies; each policy's outcome by name.
-    ``released``: configs a deleted policy named, visited even when no policy names them.
+    ``released``: configs looked at even when no policy names them (HAMi's default map, the
+    one a deleted policy named), so Tessera's fields there go.
     An API error on one map is that map's policies' failure; the other maps go on."""
     grouped: dict[ObjectKey, list[PolicyDemand]] = {key: [] for key in released}
     for one in demands:
