@@ -16,9 +16,10 @@ CEL, no webhook) that warn about — or deny — pods and workload templates mis
 from .cel import summary
 from .changes import Change, Changes, diff, owned
 from .contract import Contract, contract_of, hami_common_word
-from .manifests import BINDINGS, DECLARED_BY, POLICIES, binding, name_of, policy
+from .manifests import API, BINDINGS, DECLARED_BY, POLICIES, binding, name_of, policy
 
 __all__ = [
+    "API",
     "BINDINGS",
     "DECLARED_BY",
     "POLICIES",

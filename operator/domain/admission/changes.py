@@ -51,32 +51,37 @@ def diff(
 ) -> Changes:
     """``desired``: the wanted objects (none when the policy wants none); ``observed``: the
     objects of those names found, by kind in ``kinds`` order (a policy before its binding).
-    Creates and updates in ``kinds`` order, deletes in reverse (the binding goes first)."""
+    Creates and updates in ``kinds`` order, deletes in reverse (the binding goes first).
+    A wanted name held by an object Tessera does not own is a conflict; then nothing is
+    created or updated (a binding would bind the other's policy) and Tessera's part goes."""
     want = {d["kind"]: d for d in desired}
     have = {o["kind"]: o for o in observed}
+    conflicts = tuple(
+        f"{k} {have[k]['metadata']['name']}"
+        for k in kinds
+        if k in want and k in have and not owned(have[k], who)
+    )
+    if conflicts:
+        want = {}
     writes: list[Change] = []
     deletes: list[Change] = []
-    conflicts: list[str] = []
     current: list[str] = []
     for kind in kinds:
         new, old = want.get(kind), have.get(kind)
         if old is not None and not owned(old, who):
-            if new is not None:
-                conflicts.append(f"{kind} {old['metadata']['name']}")
             continue  # not Tessera's: never touched
         version = str((old or {}).get("metadata", {}).get("resourceVersion", ""))
-        if new is None and old is not None:
+        if old is None:
+            if new is not None:
+                writes.append(Change("create", kind, new["metadata"]["name"], new))
+        elif new is None:
             deletes.append(Change("delete", kind, old["metadata"]["name"], None, version))
-        elif new is not None and old is None:
-            writes.append(Change("create", kind, new["metadata"]["name"], new))
-        elif new is not None and old is not None:
-            if _holds(old, new):
-                current.append(kind)
-            else:
-                writes.append(
-                    Change("update", kind, new["metadata"]["name"], _merged(old, new), version)
-                )
-    return Changes((*writes, *reversed(deletes)), tuple(conflicts), tuple(current))
+        elif _holds(old, new):
+            current.append(kind)
+        else:
+            body = _merged(old, new)
+            writes.append(Change("update", kind, new["metadata"]["name"], body, version))
+    return Changes((*writes, *reversed(deletes)), conflicts, tuple(current))
 
 
 def _holds(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
