@@ -47,7 +47,10 @@ def owned(obj: Mapping[str, Any], who: str) -> bool:
 
 
 def diff(
-    who: str, desired: Sequence[Obj], observed: Sequence[Obj], kinds: Sequence[str]
+    who: str,
+    desired: Sequence[Mapping[str, Any]],
+    observed: Sequence[Mapping[str, Any]],
+    kinds: Sequence[str],
 ) -> Changes:
     """``desired``: the wanted objects (none when the policy wants none); ``observed``: the
     objects of those names found, by kind in ``kinds`` order (a policy before its binding).
@@ -73,7 +76,7 @@ def diff(
         version = str((old or {}).get("metadata", {}).get("resourceVersion", ""))
         if old is None:
             if new is not None:
-                writes.append(Change("create", kind, new["metadata"]["name"], new))
+                writes.append(Change("create", kind, new["metadata"]["name"], dict(new)))
         elif new is None:
             deletes.append(Change("delete", kind, old["metadata"]["name"], None, version))
         elif _holds(old, new):
