@@ -95,12 +95,13 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
         # plan that cannot read them cannot say what it changes: an error, never "no change".
         lists["DeviceClass"] = (dra.API, kube.list(dra.DEVICECLASSES))
         lists["ResourceSlice"] = (dra.API, kube.list(dra.RESOURCESLICES))
-        # Pod contracts: the admission objects of the names Tessera's policies want.
+        # Pod contracts: every admission policy and binding (a name Tessera wants may be
+        # taken); a server without admissionregistration.k8s.io/v1 (before 1.30) has none.
         for kind, path in (
             ("ValidatingAdmissionPolicy", admission.POLICIES),
             ("ValidatingAdmissionPolicyBinding", admission.BINDINGS),
         ):
-            lists[kind] = (admission.API, kube.list(path))
+            lists[kind] = (admission.API, _listed_or_none(kube, path))
     except ApiError as err:
         raise ClusterUnreadable(f"reading the cluster failed: {err}") from err
     finally:
@@ -121,6 +122,18 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
             *typed["ValidatingAdmissionPolicyBinding"],
         ),
     )
+
+
+def _listed_or_none(kube: Any, path: str) -> list[dict[str, Any]]:
+    from tessera.adapters.kube import ApiError
+
+    try:
+        found: list[dict[str, Any]] = kube.list(path)
+    except ApiError as err:
+        if err.not_found:
+            return []
+        raise
+    return found
 
 
 def _typed(api_version: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from tessera.domain import admission
 from .conftest import OperatorProcess
 from .helpers import condition, eventually, namespace
 from .sharing_support import SP, delete_policy, policy
+from .test_plan import plan
 
 WORK = "pc-work"
 USER = identity.Account(WORK, "dev")
@@ -297,3 +298,35 @@ def test_a_same_named_policy_tessera_does_not_own_is_left_alone(kube: Kube, user
         assert _objects(kube)[0] is not None, "the object Tessera does not own stays"
     finally:
         kube.delete(f"{admission.POLICIES}/{VAP}")
+
+
+def test_plan_lists_the_pod_contract_writes(
+    kube: Kube, user: User, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """``tessera plan`` says what the operator will write: a create before the policy exists,
+    nothing once it is guarded, the binding's update when the policy turns to Deny."""
+    if policy(kube, NAME) is not None:
+        delete_policy(kube, NAME)
+    manifest = tmp_path / "policy.yaml"
+    manifest.write_text(yaml.safe_dump(_policy("Warn")))
+    code, doc, text = plan(control_plane.kubeconfig, manifest)
+    assert code == 2, text
+    assert [(w["action"], w["kind"]) for w in doc["admission"]] == [
+        ("create", "ValidatingAdmissionPolicy"),
+        ("create", "ValidatingAdmissionPolicyBinding"),
+    ]
+    assert f"+ create ValidatingAdmissionPolicy {VAP} (Warn: pods requesting" in text, text
+
+    _apply_policy(kube, _policy("Warn"))
+    _guarded(kube)
+    code, doc, text = plan(control_plane.kubeconfig, manifest)
+    assert doc["admission"] == [] and "Pod contracts" not in text, text
+
+    manifest.write_text(yaml.safe_dump(_policy("Deny")))
+    code, doc, text = plan(control_plane.kubeconfig, manifest)
+    assert code == 2, text
+    assert [(w["action"], w["kind"]) for w in doc["admission"]] == [
+        ("update", "ValidatingAdmissionPolicyBinding")
+    ]
+    assert f"~ update ValidatingAdmissionPolicyBinding {VAP} (Deny: " in text, text
+    delete_policy(kube, NAME)
