@@ -206,6 +206,23 @@ def test_full_contract_passes_and_a_missing_annotation_is_warned(kube: Kube, use
     assert "in MB" in in_gib.stderr, in_gib.stderr
 
 
+def test_a_pod_of_many_containers_stays_within_budget_and_message_size(
+    kube: Kube, user: User
+) -> None:
+    """The API server bounds a CEL evaluation's cost and a message's length: a pod of 120
+    containers (and 60 init containers) all asking 16Gi is still checked, and the warning
+    names the first and counts the others."""
+    _apply_policy(kube, _policy("Warn"))
+    _guarded(kube)
+    big = _pod("many", memory="16Gi")
+    one = big["spec"]["containers"][0]
+    big["spec"]["containers"] = [{**one, "name": f"c{i}"} for i in range(120)]
+    big["spec"]["initContainers"] = [{**one, "name": f"i{i}"} for i in range(60)]
+    stderr = _answers(user, big, "in MB")
+    assert "container c0 requests huawei.com/Ascend310P-memory: 16Gi (and 179 more)" in stderr
+    assert "failed expression" not in stderr, stderr
+
+
 def test_deny_refuses_the_pod_naming_the_missing_piece(kube: Kube, user: User) -> None:
     _apply_policy(kube, _policy("Deny"))
     eventually(

@@ -10,7 +10,7 @@ from being evaluated at all: only objects requesting a guarded resource pay for 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .contract import ASCEND_RUNTIME_CLASS, HAMI_CORE, VNPU_MODE_ANNOTATION, Contract
 
@@ -137,14 +137,22 @@ def _soft_annotation(contract: Contract) -> dict[str, str]:
     return _validation(f"!variables.ascend || ({_ANNOTATED})", lit(text))
 
 
+def _first(offending: str, describe: Callable[[str], str]) -> str:
+    """The first offending container described, and how many more: a message stays short
+    however many containers a pod has (the API server drops a long one for the expression)."""
+    more = "(size(l) > 1 ? ' (and ' + string(size(l) - 1) + ' more)' : '')"
+    return f"[{offending}].map(l, {describe('l[0]')} + {more})[0]"
+
+
 def _core_annotation(contract: Contract) -> dict[str, str]:
     assert contract.ascend is not None
     core, asks = contract.ascend.core, _asks_any("c", contract.ascend.core)
-    named = f"{_names(core)}.filter(r, {_asks('c', 'r')}).join(', ')"
-    listing = (
-        f"variables.containers.filter(c, {asks})"
-        f".map(c, 'container ' + c.name + ' requests ' + {named}).join('; ')"
-    )
+
+    def describe(x: str) -> str:
+        named = f"{_names(core)}.filter(r, {_asks(x, 'r')}).join(', ')"
+        return f"'container ' + {x}.name + ' requests ' + {named}"
+
+    listing = _first(f"variables.containers.filter(c, {asks})", describe)
     tail = (
         f": annotation {VNPU_MODE_ANNOTATION}: {HAMI_CORE} is missing, and HAMi accepts a "
         "-core request only in hami-core mode"
@@ -166,13 +174,17 @@ def _bad(c: str, r: str, where: str) -> str:
 
 
 def _memory(contract: Contract, resource: str) -> dict[str, str]:
-    limits, requests = _bad("c", resource, "limits"), _bad("c", resource, "requests")
-    bad = f"has(c.resources) && ({limits} || {requests})"
-    value = f"({limits} ? {_value('c', resource, 'limits')} : {_value('c', resource, 'requests')})"
-    listing = (
-        f"variables.containers.filter(c, {bad})"
-        f".map(c, 'container ' + c.name + ' requests {resource}: ' + {value}).join(', ')"
+    bad = (
+        f"has(c.resources) && ({_bad('c', resource, 'limits')} || "
+        f"{_bad('c', resource, 'requests')})"
     )
+
+    def describe(x: str) -> str:
+        limits = _bad(x, resource, "limits")
+        value = f"({limits} ? {_value(x, resource, 'limits')} : {_value(x, resource, 'requests')})"
+        return f"'container ' + {x}.name + ' requests {resource}: ' + {value}"
+
+    listing = _first(f"variables.containers.filter(c, {bad})", describe)
     tail = (
         f": HAMi reads {resource} in MB and refuses a unit suffix as out of range; "
         "write the MB count (8Gi is 8192)"
