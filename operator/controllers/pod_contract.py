@@ -73,6 +73,9 @@ def sync(
                 if err.conflict or err.not_found:  # written or deleted meanwhile: re-read
                     continue
                 raise
+            if found.conflicts and obj is not None:
+                text = admission.conflict_message(found.conflicts, who)
+                ctx.events.post(ref_of(obj), "Conflict", text, ctx.clock(), "Warning")
             return Guarded(target if contract else "", found.conflicts)
         raise ApiError(409, "Conflict", f"{target} kept changing while Tessera wrote it")
     except ApiError as err:
@@ -82,16 +85,8 @@ def sync(
 
 
 def verdict(base: Verdict, guarded: Guarded, name: str) -> Verdict:
-    """A same-named object Tessera does not own stalls the policy: its contract is unguarded."""
-    if not guarded.conflicts or base.state == "stalled":
-        return base
-    text = (
-        f"{' and '.join(guarded.conflicts)} exist(s) and are not Tessera's (label "
-        f"{c.MANAGED_BY_LABEL}={c.MANAGED_BY_VALUE} and annotation "
-        f"{admission.DECLARED_BY}={declarer(KIND, name)}): the pod contract is not enforced "
-        "until it is deleted or renamed"
-    )
-    return Verdict("stalled", "Conflict", text, base.extra)
+    """``admission.with_conflicts``: a same-named object Tessera does not own stalls it."""
+    return admission.with_conflicts(base, guarded.conflicts, declarer(KIND, name))
 
 
 def report(found: dict[str, Any], spec: SharingPolicySpec, guarded: Guarded) -> None:

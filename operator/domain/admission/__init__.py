@@ -14,7 +14,7 @@ CEL, no webhook) that warn about — or deny — pods and workload templates mis
 """
 
 from .cel import summary
-from .changes import Change, Changes, diff, owned
+from .changes import Change, Changes, conflict_message, diff, owned, with_conflicts
 from .contract import Contract, contract_of, hami_common_word
 from .manifests import API, BINDINGS, DECLARED_BY, POLICIES, binding, name_of, policy
 
@@ -27,6 +27,7 @@ __all__ = [
     "Changes",
     "Contract",
     "binding",
+    "conflict_message",
     "contract_of",
     "diff",
     "hami_common_word",
@@ -34,4 +35,5 @@ __all__ = [
     "owned",
     "policy",
     "summary",
+    "with_conflicts",
 ]

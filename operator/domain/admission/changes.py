@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tessera.api import constants as c
+from tessera.domain.conditions import Verdict
 from tessera.domain.dra.naming import DECLARED_BY_ANNOTATION
 
 Obj = dict[str, Any]
@@ -118,3 +119,22 @@ def _merged(old: Mapping[str, Any], new: Mapping[str, Any]) -> Obj:
     meta.setdefault("annotations", {}).update(new["metadata"].get("annotations") or {})
     body["spec"] = copy.deepcopy(new["spec"])
     return body
+
+
+def conflict_message(conflicts: Sequence[str], who: str) -> str:
+    return (
+        f"{' and '.join(conflicts)} exist(s) and are not Tessera's (label "
+        f"{c.MANAGED_BY_LABEL}={c.MANAGED_BY_VALUE} and annotation {DECLARED_BY_ANNOTATION}="
+        f"{who}): the pod contract is not enforced until it is deleted or renamed"
+    )
+
+
+def with_conflicts(base: Verdict, conflicts: Sequence[str], who: str) -> Verdict:
+    """A wanted name held by an object Tessera does not own stalls the policy (``Conflict``);
+    one already Stalled for another reason keeps that reason and says both."""
+    if not conflicts:
+        return base
+    text = conflict_message(conflicts, who)
+    if base.state == "stalled":
+        return Verdict("stalled", base.reason, f"{base.message}; {text}", base.extra)
+    return Verdict("stalled", "Conflict", text, base.extra)

@@ -9,6 +9,7 @@ import pytest
 
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import admission
+from tessera.domain.conditions import Verdict
 
 KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 WHO = "SharingPolicy/p"
@@ -107,3 +108,34 @@ def test_an_update_keeps_others_labels_and_names_the_version_read() -> None:
     assert change.resource_version == "7" and change.body is not None
     assert change.body["metadata"]["labels"]["team"] == "ml"
     assert change.body["spec"]["validations"] == POLICY["spec"]["validations"]
+
+
+@pytest.mark.parametrize(
+    ("base", "state", "reason", "says_both"),
+    [
+        pytest.param(Verdict("ready", "Applied", "ok"), "stalled", "Conflict", False, id="ready"),
+        pytest.param(
+            Verdict("progressing", "WaitingForScheduler", "no map"),
+            "stalled",
+            "Conflict",
+            False,
+            id="progressing",
+        ),
+        pytest.param(
+            Verdict("stalled", "SchedulerTrap", "trap"),
+            "stalled",
+            "SchedulerTrap",
+            True,
+            id="stalled",
+        ),
+    ],
+)
+def test_a_foreign_object_stalls_the_policy(
+    base: Verdict, state: str, reason: str, says_both: bool
+) -> None:
+    taken = ("ValidatingAdmissionPolicy p.pod-contract.tessera.io",)
+    found = admission.with_conflicts(base, taken, WHO)
+    assert (found.state, found.reason) == (state, reason)
+    assert taken[0] in found.message and "not Tessera's" in found.message
+    assert (base.message in found.message) == says_both
+    assert admission.with_conflicts(base, (), WHO) is base
