@@ -318,6 +318,55 @@ def test_a_same_named_policy_tessera_does_not_own_is_left_alone(kube: Kube, user
         kube.delete(f"{admission.POLICIES}/{VAP}")
 
 
+def test_nvidia_slices_under_volcano_are_guarded_and_whole_gpus_are_not(
+    kube: Kube, user: User
+) -> None:
+    """backend HAMiCore scheduled by Volcano: a pod asking ``volcano.sh/vgpu-memory`` without
+    ``schedulerName: volcano`` is warned; one asking only ``nvidia.com/gpu`` (a whole GPU of
+    any pool) is not checked at all."""
+    name = "pc-gpu"
+    body = {
+        "apiVersion": c.API_VERSION,
+        "kind": "SharingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {c.POOL_LABEL: "pc-no-gpus"}},
+            "backend": "HAMiCore",
+            "hamiCore": {"deviceSplitCount": 4},
+            "scheduler": {
+                "name": "Volcano",
+                "hami": {"version": "v2.10.0"},
+                "volcano": {"version": "v1.16.0"},
+            },
+        },
+    }
+    kube.create(SP, body)
+    try:
+        target = admission.name_of(name)
+        eventually(
+            lambda: kube.get_or_none(f"{admission.BINDINGS}/{target}"), 60, f"{target} bound"
+        )
+        limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "4096"}
+        vgpu = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "vgpu"},
+            "spec": {
+                "containers": [{"name": "t", "image": "t:1", "resources": {"limits": limits}}]
+            },
+        }
+        stderr = _answers(user, vgpu, f"SharingPolicy {name} need schedulerName: volcano")
+        assert "schedulerName is 'default-scheduler'" in stderr
+        assert "runtimeClassName" not in stderr and "vnpu-mode" not in stderr, stderr
+        whole = copy.deepcopy(vgpu)
+        whole["metadata"]["name"] = "whole"
+        whole["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+        done = user.apply(whole)
+        assert done.returncode == 0 and "Warning" not in done.stderr, done.stderr
+    finally:
+        delete_policy(kube, name)
+
+
 def test_plan_lists_the_pod_contract_writes(
     kube: Kube, user: User, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
