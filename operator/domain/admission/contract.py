@@ -32,6 +32,9 @@ VOLCANO_GPU_RESOURCES = (
     "volcano.sh/vgpu-cores",
 )
 _COMMON_WORDS = {"310P3": "Ascend310P", "Ascend910": "Ascend910C"}  # else Ascend<chip>
+HAMI_CHIPS = ("910A", "910B2", "910B3", "910B4-1", "910B4", "310P3", "Ascend910")
+"""The ``chipName``s HAMi v2.10's chart ships a ``vnpus`` entry for (docs/facts/hami.md
+§The pod contract); a node may report one Tessera's own catalog does not split."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class AscendPart:
     memory: tuple[str, ...]
     core: tuple[str, ...]
     soft: bool  # soft slicing on: every guarded pod needs the hami-core annotation
-    assumed: bool  # no governed node names a known chip: every catalog chip is guarded
+    assumed: bool  # no governed node names a chip HAMi knows: every HAMi chip is guarded
 
     @property
     def resources(self) -> tuple[str, ...]:
@@ -64,14 +67,27 @@ class Contract:
         return (*(self.ascend.resources if self.ascend else ()), *self.gpu)
 
 
-def hami_common_word(chip: ascend.Chip) -> str:
-    """HAMi's ``commonWord`` of a catalog chip (``310P3`` → ``Ascend310P``)."""
-    return _COMMON_WORDS.get(chip.chip, "Ascend" + chip.chip)
+def hami_common_word(chip: str) -> str:
+    """HAMi's ``commonWord`` of a ``chipName`` (``310P3`` → ``Ascend310P``)."""
+    return _COMMON_WORDS.get(chip, "Ascend" + chip)
+
+
+def hami_chip(label: str) -> str | None:
+    """HAMi's ``chipName`` for a chip as a node or Tessera's catalog names it; None if HAMi
+    ships no entry for it."""
+    try:
+        found = ascend.resolve_chip(label)
+        names = {found.chip, *found.aliases}
+    except ascend.UnknownChipError:
+        names = {label}
+    wanted = {n.upper() for n in names}
+    return next((chip for chip in HAMI_CHIPS if chip.upper() in wanted), None)
 
 
 def contract_of(name: str, spec: SharingPolicySpec, chips: Iterable[str]) -> Contract | None:
-    """The contract of policy ``name`` whose governed nodes hold ``chips`` (DCMI chip names,
-    unknown ones ignored); None when it has none (no ``spec.scheduler``, ``podContract: Off``).
+    """The contract of policy ``name`` whose governed nodes hold ``chips`` (DCMI chip names;
+    ones HAMi ships no entry for are ignored, and none known guards every chip HAMi ships);
+    None when it has none (no ``spec.scheduler``, ``podContract: Off``).
     """
     sched = spec.scheduler
     if sched is None or sched.pod_contract == "Off":
@@ -86,23 +102,16 @@ def contract_of(name: str, spec: SharingPolicySpec, chips: Iterable[str]) -> Con
     return Contract(name, sched.pod_contract, scheduler, sched.name, part, gpu)
 
 
-def _ascend(spec: SharingPolicySpec, names: Iterable[str]) -> AscendPart:
-    found: dict[str, ascend.Chip] = {}
-    for label in names:
-        try:
-            chip = ascend.resolve_chip(label)
-        except ascend.UnknownChipError:
-            continue  # a chip HAMi's catalog does not know has no resources to guard
-        found[chip.chip] = chip
-    assumed = not found
-    chips = list(found.values()) if found else list(ascend.chips())
+def _ascend(spec: SharingPolicySpec, labels: Iterable[str]) -> AscendPart:
+    found = {chip for label in labels if label and (chip := hami_chip(label)) is not None}
+    chips = sorted(found) if found else sorted(HAMI_CHIPS)  # unknown: guard every HAMi chip
     words = sorted({hami_common_word(c) for c in chips})
     soft = spec.ascend is not None and spec.ascend.soft_slicing
     return AscendPart(
-        chips=tuple(sorted(c.chip for c in chips)),
+        chips=tuple(chips),
         counts=tuple(f"huawei.com/{w}" for w in words),
         memory=tuple(f"huawei.com/{w}-memory" for w in words),
         core=tuple(f"huawei.com/{w}-core" for w in words),
         soft=soft,
-        assumed=assumed,
+        assumed=not found,
     )

@@ -97,11 +97,23 @@ def test_no_contract(fields: dict[str, Any]) -> None:
     assert admission.contract_of("p", spec(**fields), ["310P3"]) is None
 
 
-def test_no_known_chip_guards_every_catalog_chip() -> None:
+def test_no_known_chip_guards_every_chip_hami_ships() -> None:
     found = admission.contract_of("p", spec(scheduler=VOLCANO), ["Ascend999", "", "nonsense"])
     assert found is not None and found.ascend is not None and found.ascend.assumed
-    words = {admission.hami_common_word(c) for c in ascend.chips()}
-    assert set(found.ascend.counts) == {f"huawei.com/{w}" for w in words}
+    assert {c.chip for c in ascend.chips()} <= set(found.ascend.chips)
+    assert set(found.ascend.counts) == {
+        f"huawei.com/{w}"
+        for w in (
+            "Ascend910A", "Ascend910B2", "Ascend910B3", "Ascend910B4-1", "Ascend910B4",
+            "Ascend310P", "Ascend910C",
+        )
+    }  # fmt: skip
+
+
+def test_a_chip_hami_ships_but_tessera_does_not_split_is_guarded() -> None:
+    found = admission.contract_of("p", spec(scheduler=VOLCANO), ["910B3", "Ascend910"])
+    assert found is not None and found.ascend is not None and not found.ascend.assumed
+    assert found.ascend.counts == ("huawei.com/Ascend910B3", "huawei.com/Ascend910C")
 
 
 @pytest.mark.parametrize(
