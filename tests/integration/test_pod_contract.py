@@ -224,6 +224,26 @@ def test_a_pod_of_many_containers_stays_within_budget_and_message_size(
     assert "failed expression" not in stderr, stderr
 
 
+def test_a_workload_update_is_checked_only_when_its_pod_template_changes(
+    kube: Kube, user: User
+) -> None:
+    """Scaling a Deployment admitted with a warning says nothing more; changing its pod
+    template is checked again."""
+    _apply_policy(kube, _policy("Warn"))
+    _guarded(kube)
+    app = _deployment(_pod("scaled", annotation=None))
+    _answers(user, app, MISSING_ANNOTATION)
+    first = user.apply(app)
+    assert first.returncode == 0 and MISSING_ANNOTATION in first.stderr, first.stderr
+    app["spec"]["replicas"] = 2
+    scaled = user.apply(app)
+    assert scaled.returncode == 0 and "configured" in scaled.stdout, scaled.stdout
+    assert "Warning" not in scaled.stderr, scaled.stderr
+    app["spec"]["template"]["metadata"]["labels"]["tier"] = "gold"
+    changed = user.apply(app)
+    assert changed.returncode == 0 and MISSING_ANNOTATION in changed.stderr, changed.stderr
+
+
 def test_deny_refuses_the_pod_naming_the_missing_piece(kube: Kube, user: User) -> None:
     _apply_policy(kube, _policy("Deny"))
     eventually(
