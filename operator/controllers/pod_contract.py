@@ -36,6 +36,10 @@ _PATHS = {KINDS[0]: admission.POLICIES, KINDS[1]: admission.BINDINGS}
 ATTEMPTS = 3
 
 
+class NotServed(ApiError):
+    """The API server serves no ValidatingAdmissionPolicy (Kubernetes before 1.30)."""
+
+
 @dataclass(frozen=True)
 class Guarded:
     """What a pass did with a policy's contract: the policy object's name ("" for none),
@@ -70,8 +74,8 @@ def sync(
             try:
                 _apply(ctx, obj, name, found.writes, contract)
             except ApiError as err:
-                if err.conflict or err.not_found:  # written or deleted meanwhile: re-read
-                    continue
+                if not isinstance(err, NotServed) and (err.conflict or err.not_found):
+                    continue  # written or deleted meanwhile: re-read
                 raise
             if found.conflicts and obj is not None:
                 text = admission.conflict_message(found.conflicts, who)
@@ -123,7 +127,17 @@ def _apply(
         path = _PATHS[change.kind]
         if change.verb == "create":
             assert change.body is not None
-            ctx.kube.create(path, change.body)
+            try:
+                ctx.kube.create(path, change.body)
+            except ApiError as err:
+                if err.not_found:  # the collection itself is missing: no VAP API here
+                    text = (
+                        f"cannot create {change.kind} {change.name}: {path} is not served "
+                        f"({err.message}); a pod contract needs Kubernetes 1.30 or newer "
+                        "(admissionregistration.k8s.io/v1), else set spec.scheduler.podContract: Off"
+                    )
+                    raise NotServed(404, "NotFound", text) from None
+                raise
         elif change.verb == "update":
             assert change.body is not None
             ctx.kube.replace(f"{path}/{change.name}", change.body)
