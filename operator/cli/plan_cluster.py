@@ -15,7 +15,7 @@ from typing import Any
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
-from tessera.domain import manifests
+from tessera.domain import admission, manifests
 from tessera.domain.dra import naming as dra
 from tessera.domain.preview import Cluster, Locations
 from tessera.domain.quota import objects as quota_objects
@@ -95,6 +95,13 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
         # plan that cannot read them cannot say what it changes: an error, never "no change".
         lists["DeviceClass"] = (dra.API, kube.list(dra.DEVICECLASSES))
         lists["ResourceSlice"] = (dra.API, kube.list(dra.RESOURCESLICES))
+        # Pod contracts: every admission policy and binding (a name Tessera wants may be
+        # taken); a server without admissionregistration.k8s.io/v1 (before 1.30) has none.
+        for kind, path in (
+            ("ValidatingAdmissionPolicy", admission.POLICIES),
+            ("ValidatingAdmissionPolicyBinding", admission.BINDINGS),
+        ):
+            lists[kind] = (admission.API, _listed_or_none(kube, path))
     except ApiError as err:
         raise ClusterUnreadable(f"reading the cluster failed: {err}") from err
     finally:
@@ -110,7 +117,23 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
         objects=tuple(_typed(c.API_VERSION, kind, o) for kind, o in tessera),
         device_classes=tuple(typed["DeviceClass"]),
         slices=tuple(typed["ResourceSlice"]),
+        admission=(
+            *typed["ValidatingAdmissionPolicy"],
+            *typed["ValidatingAdmissionPolicyBinding"],
+        ),
     )
+
+
+def _listed_or_none(kube: Any, path: str) -> list[dict[str, Any]]:
+    from tessera.adapters.kube import ApiError
+
+    try:
+        found: list[dict[str, Any]] = kube.list(path)
+    except ApiError as err:
+        if err.not_found:
+            return []
+        raise
+    return found
 
 
 def _typed(api_version: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
 
-from . import dra_classes, schedulers, skipping
+from . import dra_classes, pod_contract, schedulers, skipping
 from .runtime import Context, custom_path, list_nodes, ref_of
 
 PLURAL = "sharingpolicies"
@@ -92,7 +92,8 @@ def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
 def inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
     """What a pass reads besides the Nodes (``skipping``): the policy as written (status
     too, should a hand clear it), every policy's and pool's spec, the three ConfigMaps, and
-    the DeviceClasses (a class deleted or made by hand re-runs the class sync)."""
+    the DeviceClasses (a class deleted or made by hand re-runs the class sync), and the
+    policy's pod-contract objects (one edited or deleted by hand is restored)."""
     hns, kube = ctx.settings.hami_namespace, ctx.kube
     return (
         obj["metadata"].get("resourceVersion"),
@@ -103,6 +104,7 @@ def inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
         skipping.configmap(kube, (hns, c.HAMI_ASCEND_CONFIGMAP_NAME)),
         dra_classes.inputs(ctx, slices=False),
         schedulers.inputs(ctx, _specs(ctx)),
+        pod_contract.inputs(ctx, obj["metadata"]["name"]),
     )
 
 

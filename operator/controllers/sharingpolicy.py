@@ -30,6 +30,7 @@ from tessera.observability.tracing import span
 
 from . import (
     dra_classes,
+    pod_contract,
     rollout_driver,
     schedulers,
     sharing_apply,
@@ -70,6 +71,9 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     scheduled = schedulers.sync(ctx, snap.policies, plan, snap.nodes, refs=snap.refs)
     scheduler = schedulers.report(scheduled, name)
     verdict = sched_outcome.overall(verdict, scheduler)
+    held = pod_contract.chips(snap.facts, plan.assignment.nodes_of(name))  # its pod contract
+    guarded = pod_contract.sync(ctx, obj, name, spec, held)
+    verdict = pod_contract.verdict(verdict, guarded, name)
     actions = len(rolled.actions) if rolled is not None else 0
     log.info(
         "sharingpolicy/%s: pass done: %d config write(s), %d rollout action(s)",
@@ -87,6 +91,7 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
         found["deviceClasses"] = list(synced.classes_of(dra_classes.declarer(KIND, name)))
     if spec.scheduler is not None:
         found["scheduler"] = sched_outcome.status(spec.scheduler.name, scheduler)
+    pod_contract.report(found, spec, guarded)
     return skeleton.Outcome(verdict, found, result)
 
 
@@ -106,6 +111,7 @@ def finalize(ctx: Context, name: str) -> bool:
         done = obj is None or sharing_rollout.release_all(ctx, obj, snap.nodes)
         done = done and not dra_classes.holds_deletion(synced, who)  # its classes go first
         done = done and not schedulers.holds_deletion(scheduled)  # and its scheduler fields
+        done = not pod_contract.sync(ctx, obj, name, None).failed and done  # its VAP goes
         for state in STATES:
             try:
                 metrics.SHARING_NODES.remove(name, state)

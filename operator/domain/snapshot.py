@@ -23,6 +23,8 @@ plan from the live cluster:
   spec and status hard, used.
 * DeviceClass: name, labels, annotations, resourceVersion; spec (selectors, config).
 * ResourceSlice: name; driver, nodeName, pool, per device its name and attributes.
+* ValidatingAdmissionPolicy and its binding: name, labels, annotations,
+  resourceVersion; spec (a pod contract compares with it; a name may be taken).
 * Tessera's own objects: whole, but for the two copies above.
 
 Pure.
@@ -97,6 +99,14 @@ KEEP: Mapping[str, Tree] = {
         "status": {"hard": ALL, "used": ALL},
     },
     "DeviceClass": {"metadata": {**_META, "annotations": ALL, "resourceVersion": ALL}, "spec": ALL},
+    "ValidatingAdmissionPolicy": {
+        "metadata": {**_META, "annotations": ALL, "resourceVersion": ALL},
+        "spec": ALL,
+    },
+    "ValidatingAdmissionPolicyBinding": {
+        "metadata": {**_META, "annotations": ALL, "resourceVersion": ALL},
+        "spec": ALL,
+    },
     "ResourceSlice": {
         "metadata": _META,
         "spec": {

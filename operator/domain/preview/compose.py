@@ -14,6 +14,7 @@ from datetime import datetime
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.domain.quota.quantities import accelerators
 
+from .admission import previews as admission_previews
 from .dra import DraPreviews
 from .dra import previews as dra_previews
 from .geometry import previews as geometry_previews
@@ -48,6 +49,7 @@ def preview(
     pools = geometry_previews(cluster, after, wanted, now, loc)
     shared = sharing_previews(cluster, after, wanted, now, loc)
     devices = dra_previews(cluster, after, wanted, loc)
+    contracts = admission_previews(cluster, after)
     nodes_after = allocatable_after(cluster, pools, shared, loc)
     dra_nodes = {n for members in devices.members.values() for n in members}
     for node in cluster.nodes:  # DRA nodes' allocatable does not follow their geometry
@@ -76,6 +78,8 @@ def preview(
             "reason Conflict"
             for name, who in sorted(devices.conflicts.items())
         ),
+        admission=contracts.changes,
+        admission_conflicts=contracts.conflicts,
     )
 
 

@@ -47,6 +47,7 @@ class Cluster:
     objects: tuple[Raw, ...] = ()  # Tessera's own kinds
     device_classes: tuple[Raw, ...] = ()  # every DeviceClass (a name Tessera wants may be taken)
     slices: tuple[Raw, ...] = ()  # ResourceSlices
+    admission: tuple[Raw, ...] = ()  # ValidatingAdmissionPolicies and their bindings
 
     @classmethod
     def of(cls, items: Iterable[Raw]) -> Cluster:
@@ -61,6 +62,8 @@ class Cluster:
             "tessera": [],
             "DeviceClass": [],
             "ResourceSlice": [],
+            "ValidatingAdmissionPolicy": [],
+            "ValidatingAdmissionPolicyBinding": [],
         }
         for item in items:
             kind = item.get("kind", "")
@@ -78,6 +81,7 @@ class Cluster:
             tuple(slots["tessera"]),
             tuple(slots["DeviceClass"]),
             tuple(slots["ResourceSlice"]),
+            (*slots["ValidatingAdmissionPolicy"], *slots["ValidatingAdmissionPolicyBinding"]),
         )
 
     def items(self) -> list[Raw]:
@@ -91,6 +95,7 @@ class Cluster:
             *self.objects,
             *self.device_classes,
             *self.slices,
+            *self.admission,
         ]
 
     def configmap(self, where: tuple[str, str]) -> Raw | None:

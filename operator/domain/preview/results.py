@@ -66,6 +66,16 @@ class ClassChange:
 
 
 @dataclass(frozen=True)
+class AdmissionChange:
+    """A pod contract's ValidatingAdmissionPolicy or binding Tessera would write."""
+
+    kind: str
+    name: str
+    action: ObjectAction
+    says: str = ""  # Warn or Deny, and what pods must carry
+
+
+@dataclass(frozen=True)
 class ObjectPreview:
     """One manifest: its object-level change and, for pools, what happens on the nodes."""
 
@@ -112,19 +122,22 @@ class Preview:
     notes: tuple[str, ...] = ()
     device_classes: tuple[ClassChange, ...] = ()
     class_conflicts: tuple[str, ...] = ()  # a wanted DeviceClass name Tessera does not own
+    admission: tuple[AdmissionChange, ...] = ()  # pod contracts written
+    admission_conflicts: tuple[str, ...] = ()  # a wanted pod-contract name Tessera does not own
 
     @property
     def conflicts(self) -> tuple[str, ...]:
         """Pools that would select the same nodes, or declare a DeviceClass someone else
         owns: an error, the plan cannot be applied."""
         pools = tuple(f"{o.kind}/{o.name}: {c}" for o in self.objects for c in o.conflicts)
-        return (*pools, *self.class_conflicts)
+        return (*pools, *self.class_conflicts, *self.admission_conflicts)
 
     @property
     def changed(self) -> bool:
         return bool(
             self.configs
             or self.device_classes
+            or self.admission
             or any(o.action != "unchanged" or o.changes or o.writes for o in self.objects)
         )
 

@@ -19,6 +19,7 @@ from .results import Deletion, ObjectPreview, Preview
 
 SHORT = {"NodePoolGeometry": "npg", "SharingPolicy": "sp", "TenantQuota": "tq"}
 NODES_SHOWN = 20
+SIGN = {"create": "+", "update": "~", "delete": "-", "unchanged": "="}
 
 
 def render(p: Preview) -> str:
@@ -30,12 +31,18 @@ def render(p: Preview) -> str:
         out.append("")
     if p.device_classes or p.class_conflicts:
         out.append("DeviceClasses:")
-        sign = {"create": "+", "update": "~", "delete": "-"}
         for cls in p.device_classes:
             by = f"; declared by {', '.join(cls.declared_by)}" if cls.declared_by else ""
             what = f" ({cls.says}{by})" if cls.says else ""
-            out.append(f"  {sign.get(cls.action, '?')} {cls.action} {cls.name}{what}")
+            out.append(f"  {SIGN.get(cls.action, '?')} {cls.action} {cls.name}{what}")
         out += [f"  ! {conflict}" for conflict in p.class_conflicts]
+        out.append("")
+    if p.admission or p.admission_conflicts:
+        out.append("Pod contracts (ValidatingAdmissionPolicies):")
+        for change in p.admission:
+            what = f" ({change.says})" if change.says else ""
+            out.append(f"  {SIGN[change.action]} {change.action} {change.kind} {change.name}{what}")
+        out += [f"  ! {conflict}" for conflict in p.admission_conflicts]
         out.append("")
     if p.capacity:
         out.append("Cluster capacity (what TenantQuotas are compared with):")
@@ -67,6 +74,7 @@ def render(p: Preview) -> str:
             f"Plan: {nodes} node(s) change, {pods} pod(s) evicted, "
             f"{len(p.configs)} config(s) rewritten"
             + (f", {len(p.device_classes)} DeviceClass(es) written" if p.device_classes else "")
+            + (f", {len(p.admission)} admission object(s) written" if p.admission else "")
             + (f", {deleted} object(s) deleted." if deleted else ".")
         )
     else:

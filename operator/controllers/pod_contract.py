@@ -1,0 +1,152 @@
+"""A SharingPolicy's pod contract: its ValidatingAdmissionPolicy and binding, kept in step.
+
+Each policy owns two objects of its own name (``tessera.domain.admission``), so unlike the
+shared DeviceClasses no cluster-wide sync is needed: a pass computes the policy's contract
+from its spec and the chips of the nodes it governs, reads the two objects by name and
+makes them match — created, updated (a PUT of the object as read: a concurrent writer is a
+409 and the sync re-reads), or deleted when the policy says ``podContract: Off``, drops
+``spec.scheduler`` or is deleted. An object of that name Tessera does not own is never
+touched: the policy is Stalled with reason ``Conflict`` naming it. An API error is reported
+by the pass (``skeleton.failed``), never hidden as Ready.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tessera.adapters.kube import ApiError, Obj
+from tessera.api import constants as c
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.domain import admission
+from tessera.domain.conditions import Verdict
+from tessera.domain.dra.naming import declarer
+from tessera.domain.failures import Failure
+from tessera.domain.sharing.nodes import NodeFacts
+
+from . import skeleton
+from .runtime import Context, ref_of
+
+log = logging.getLogger("tessera.podcontract")
+KIND = "SharingPolicy"
+KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+_PATHS = {KINDS[0]: admission.POLICIES, KINDS[1]: admission.BINDINGS}
+ATTEMPTS = 3
+
+
+class NotServed(ApiError):
+    """The API server serves no ValidatingAdmissionPolicy (Kubernetes before 1.30)."""
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """What a pass did with a policy's contract: the policy object's name ("" for none),
+    names of same-named objects Tessera does not own, and whether the sync failed."""
+
+    name: str = ""
+    conflicts: tuple[str, ...] = ()
+    failed: bool = False
+
+
+def chips(facts: Mapping[str, NodeFacts], nodes: Iterable[str]) -> list[str]:
+    """The NPU chip names of ``nodes`` (the nodes the policy governs)."""
+    found = (facts[n].labels.get(c.NPU_CHIP_NAME_LABEL) for n in nodes if n in facts)
+    return sorted({chip for chip in found if chip})
+
+
+def sync(
+    ctx: Context,
+    obj: Obj | None,
+    name: str,
+    spec: SharingPolicySpec | None,
+    held: Iterable[str] = (),
+) -> Guarded:
+    """Make policy ``name``'s two objects match its contract (none when ``spec`` is None:
+    the policy is being deleted); ``held``: chip names of its nodes."""
+    contract = admission.contract_of(name, spec, held) if spec is not None else None
+    desired = [admission.policy(contract), admission.binding(contract)] if contract else []
+    who, target = declarer(KIND, name), admission.name_of(name)
+    try:
+        for _ in range(ATTEMPTS):
+            found = admission.diff(who, desired, _observed(ctx, target), KINDS)
+            try:
+                _apply(ctx, obj, name, found.writes, contract)
+            except ApiError as err:
+                if not isinstance(err, NotServed) and (err.conflict or err.not_found):
+                    continue  # written or deleted meanwhile: re-read
+                raise
+            if found.conflicts and obj is not None:
+                text = admission.conflict_message(found.conflicts, who)
+                ctx.events.post(ref_of(obj), "Conflict", text, ctx.clock(), "Warning")
+            return Guarded(target if contract else "", found.conflicts)
+        raise ApiError(409, "Conflict", f"{target} kept changing while Tessera wrote it")
+    except ApiError as err:
+        log.warning("pod contract of %s/%s not synced: %s", KIND, name, err)
+        skeleton.failed(Failure(err.status, f"pod contract {target}: {err}"))
+        return Guarded(target if contract else "", failed=True)
+
+
+def verdict(base: Verdict, guarded: Guarded, name: str) -> Verdict:
+    """``admission.with_conflicts``: a same-named object Tessera does not own stalls it."""
+    return admission.with_conflicts(base, guarded.conflicts, declarer(KIND, name))
+
+
+def report(found: dict[str, Any], spec: SharingPolicySpec, guarded: Guarded) -> None:
+    """``status.scheduler.admissionPolicy`` for a policy with ``spec.scheduler``."""
+    if spec.scheduler is not None:
+        found.setdefault("scheduler", {})["admissionPolicy"] = guarded.name
+
+
+def inputs(ctx: Context, name: str) -> tuple[str, ...]:
+    """The two objects' resourceVersions (``skipping``): a hand edit or delete re-runs the
+    pass that restores them."""
+    return tuple(
+        str(o["metadata"].get("resourceVersion")) for o in _observed(ctx, admission.name_of(name))
+    )
+
+
+def _observed(ctx: Context, target: str) -> list[Obj]:
+    out = []
+    for kind in KINDS:
+        obj = ctx.kube.get_or_none(f"{_PATHS[kind]}/{target}")
+        if obj is not None:
+            out.append({**obj, "kind": kind})
+    return out
+
+
+def _apply(
+    ctx: Context,
+    obj: Obj | None,
+    name: str,
+    writes: Iterable[admission.Change],
+    contract: admission.Contract | None,
+) -> None:
+    for change in writes:
+        path = _PATHS[change.kind]
+        if change.verb == "create":
+            assert change.body is not None
+            try:
+                ctx.kube.create(path, change.body)
+            except ApiError as err:
+                if err.not_found:  # the collection itself is missing: no VAP API here
+                    text = (
+                        f"cannot create {change.kind} {change.name}: {path} is not served "
+                        f"({err.message}); a pod contract needs Kubernetes 1.30 or newer "
+                        "(admissionregistration.k8s.io/v1), else set spec.scheduler.podContract: Off"
+                    )
+                    raise NotServed(404, "NotFound", text) from None
+                raise
+        elif change.verb == "update":
+            assert change.body is not None
+            ctx.kube.replace(f"{path}/{change.name}", change.body)
+        else:
+            precondition = {"preconditions": {"resourceVersion": change.resource_version}}
+            ctx.kube.delete(f"{path}/{change.name}", precondition)
+        text = f"{change.kind} {change.name} {change.verb}d"
+        if contract is not None:
+            text += f" ({contract.action}: {admission.summary(contract)})"
+        log.info("%s/%s: %s", KIND.lower(), name, text)
+        if obj is not None:
+            ctx.events.post(ref_of(obj), "PodContractWritten", text, ctx.clock())

@@ -1,0 +1,39 @@
+"""tessera.domain.admission: a SharingPolicy's pod contract, enforced by the API server.
+
+A slice of a HAMi-managed NPU or GPU is only allocated when every link of the chain agrees:
+the pod must name the scheduler that allocates slices, run under the runtime class that
+mounts them, and carry the annotation that selects soft slicing. Tessera guards that with a
+``ValidatingAdmissionPolicy`` and its binding per policy (``admissionregistration.k8s.io/v1``,
+CEL, no webhook) that warn about — or deny — pods and workload templates missing a piece.
+
+* ``contract``   what a policy's pods must carry (pure: spec + the chips its nodes hold);
+* ``cel``        the CEL expressions of a contract, one validation per missing piece;
+* ``manifests``  the policy and binding objects, labelled and annotated as Tessera's own;
+* ``changes``    desired against observed: create, update, delete, or a name Tessera does
+                 not own (a conflict, never overwritten).
+"""
+
+from .cel import summary
+from .changes import Change, Changes, conflict_message, diff, owned, with_conflicts
+from .contract import Contract, contract_of, hami_common_word
+from .manifests import API, BINDINGS, DECLARED_BY, POLICIES, binding, name_of, policy
+
+__all__ = [
+    "API",
+    "BINDINGS",
+    "DECLARED_BY",
+    "POLICIES",
+    "Change",
+    "Changes",
+    "Contract",
+    "binding",
+    "conflict_message",
+    "contract_of",
+    "diff",
+    "hami_common_word",
+    "name_of",
+    "owned",
+    "policy",
+    "summary",
+    "with_conflicts",
+]

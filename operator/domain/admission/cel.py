@@ -1,0 +1,203 @@
+"""The CEL of a pod contract: one validation per missing piece, each message naming it.
+
+One policy checks pods (CREATE) and the pod templates of workloads (CREATE, and UPDATE when
+the template changed), so ``kubectl apply`` of a Deployment already shows the warning — a
+pod's warning goes to the ReplicaSet controller, which no person reads. Every expression
+reads the pod (template) through the variable ``template``; a container requests a resource
+when it names it under limits or requests. A ``matchCondition`` keeps every other object
+from being evaluated at all: only objects requesting a guarded resource pay for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .contract import ASCEND_RUNTIME_CLASS, HAMI_CORE, VNPU_MODE_ANNOTATION, Contract
+
+MB = "^[0-9]+$"
+_TEMPLATE = (
+    "has(object.spec.template) ? object.spec.template : "
+    "(has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template : object)"
+)
+_CONTAINERS = (
+    "variables.template.spec.containers + (has(variables.template.spec.initContainers) "
+    "? variables.template.spec.initContainers : [])"
+)
+_SPEC = "variables.template.spec"
+_ANNOTATED = (
+    f"'{VNPU_MODE_ANNOTATION}' in variables.annotations && "
+    f"variables.annotations['{VNPU_MODE_ANNOTATION}'] == '{HAMI_CORE}'"
+)
+
+
+def lit(text: str) -> str:
+    """``text`` as a CEL string literal (double-quoted: messages hold apostrophes)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _names(resources: Sequence[str]) -> str:
+    return "[" + ", ".join(f"'{r}'" for r in resources) + "]"
+
+
+def _asks(c: str, r: str) -> str:
+    """Container ``c`` names resource ``r`` (a CEL string) under limits or requests."""
+    return (
+        f"has({c}.resources) && ((has({c}.resources.limits) && {r} in {c}.resources.limits) || "
+        f"(has({c}.resources.requests) && {r} in {c}.resources.requests))"
+    )
+
+
+def _asks_any(c: str, resources: Sequence[str]) -> str:
+    return f"{_names(resources)}.exists(r, {_asks(c, 'r')})"
+
+
+def match_condition(contract: Contract) -> dict[str, str]:
+    """Only pods and templates requesting a guarded resource are evaluated."""
+    spec = (
+        "(has(object.spec.template) ? object.spec.template.spec : "
+        "(has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template.spec : "
+        "object.spec))"
+    )
+    containers = f"({spec}.containers + (has({spec}.initContainers) ? {spec}.initContainers : []))"
+    asks = f"{containers}.exists(c, {_asks_any('c', contract.resources)})"
+    changed = (
+        "request.operation != 'UPDATE' || (has(object.spec.jobTemplate) ? "
+        "object.spec.jobTemplate != oldObject.spec.jobTemplate : "
+        "object.spec.template != oldObject.spec.template)"
+    )
+    return {"name": "requests-sliced-resources", "expression": f"({changed}) && {asks}"}
+
+
+def variables(contract: Contract) -> list[dict[str, str]]:
+    found = [
+        {"name": "template", "expression": _TEMPLATE},
+        {"name": "containers", "expression": _CONTAINERS},
+        {
+            "name": "annotations",
+            "expression": "has(variables.template.metadata.annotations) ? "
+            "variables.template.metadata.annotations : {}",
+        },
+    ]
+    if contract.ascend is not None:
+        asks = f"variables.containers.exists(c, {_asks_any('c', contract.ascend.resources)})"
+        found.append({"name": "ascend", "expression": asks})
+    return found
+
+
+def validations(contract: Contract) -> list[dict[str, str]]:
+    """Scheduler name; for Ascend runtime class, hami-core annotation, MB memory requests."""
+    out = [_scheduler(contract)]
+    part = contract.ascend
+    if part is not None:
+        out.append(_runtime_class(contract))
+        out.append(_soft_annotation(contract) if part.soft else _core_annotation(contract))
+        out.extend(_memory(contract, r) for r in part.memory)
+    return out
+
+
+def _who(contract: Contract) -> str:
+    return f"pods requesting slices of SharingPolicy {contract.policy}"
+
+
+def _quoted(path: str) -> str:
+    return f"(has({path}) ? \"'\" + {path} + \"'\" : 'unset')"
+
+
+def _validation(expression: str, message: str) -> dict[str, str]:
+    return {"expression": expression, "messageExpression": message, "reason": "Invalid"}
+
+
+def _scheduler(contract: Contract) -> dict[str, str]:
+    name, path = contract.scheduler, f"{_SPEC}.schedulerName"
+    who = "Volcano's deviceshare plugin" if contract.scheduler_kind == "Volcano" else "HAMi"
+    tail = f": {_who(contract)} need schedulerName: {name} ({who} allocates them)"
+    return _validation(
+        f"has({path}) && {path} == '{name}'",
+        f"{lit('schedulerName is ')} + {_quoted(path)} + {lit(tail)}",
+    )
+
+
+def _runtime_class(contract: Contract) -> dict[str, str]:
+    path = f"{_SPEC}.runtimeClassName"
+    tail = (
+        f": {_who(contract)} need runtimeClassName: {ASCEND_RUNTIME_CLASS} "
+        "(the Ascend Docker Runtime mounts the vNPU)"
+    )
+    return _validation(
+        f"!variables.ascend || (has({path}) && {path} == '{ASCEND_RUNTIME_CLASS}')",
+        f"{lit('runtimeClassName is ')} + {_quoted(path)} + {lit(tail)}",
+    )
+
+
+def _soft_annotation(contract: Contract) -> dict[str, str]:
+    text = (
+        f"annotation {VNPU_MODE_ANNOTATION}: {HAMI_CORE} is missing: {_who(contract)} need it "
+        "(soft slicing is on; without it HAMi slices by template and the pod may stay Pending)"
+    )
+    return _validation(f"!variables.ascend || ({_ANNOTATED})", lit(text))
+
+
+def _first(offending: str, describe: Callable[[str], str]) -> str:
+    """The first offending container described, and how many more: a message stays short
+    however many containers a pod has (the API server drops a long one for the expression)."""
+    more = "(size(l) > 1 ? ' (and ' + string(size(l) - 1) + ' more)' : '')"
+    return f"[{offending}].map(l, {describe('l[0]')} + {more})[0]"
+
+
+def _core_annotation(contract: Contract) -> dict[str, str]:
+    assert contract.ascend is not None
+    core, asks = contract.ascend.core, _asks_any("c", contract.ascend.core)
+
+    def describe(x: str) -> str:
+        named = f"{_names(core)}.filter(r, {_asks(x, 'r')}).join(', ')"
+        return f"'container ' + {x}.name + ' requests ' + {named}"
+
+    listing = _first(f"variables.containers.filter(c, {asks})", describe)
+    tail = (
+        f": annotation {VNPU_MODE_ANNOTATION}: {HAMI_CORE} is missing, and HAMi accepts a "
+        "-core request only in hami-core mode"
+    )
+    return _validation(
+        f"!variables.containers.exists(c, {asks}) || ({_ANNOTATED})", f"{listing} + {lit(tail)}"
+    )
+
+
+def _value(c: str, r: str, where: str) -> str:
+    return f"string({c}.resources.{where}['{r}'])"
+
+
+def _bad(c: str, r: str, where: str) -> str:
+    return (
+        f"(has({c}.resources.{where}) && '{r}' in {c}.resources.{where} && "
+        f"!{_value(c, r, where)}.matches('{MB}'))"
+    )
+
+
+def _memory(contract: Contract, resource: str) -> dict[str, str]:
+    bad = (
+        f"has(c.resources) && ({_bad('c', resource, 'limits')} || "
+        f"{_bad('c', resource, 'requests')})"
+    )
+
+    def describe(x: str) -> str:
+        limits = _bad(x, resource, "limits")
+        value = f"({limits} ? {_value(x, resource, 'limits')} : {_value(x, resource, 'requests')})"
+        return f"'container ' + {x}.name + ' requests {resource}: ' + {value}"
+
+    listing = _first(f"variables.containers.filter(c, {bad})", describe)
+    tail = (
+        f": HAMi reads {resource} in MB and refuses a unit suffix as out of range; "
+        "write the MB count (8Gi is 8192)"
+    )
+    return _validation(f"!variables.containers.exists(c, {bad})", f"{listing} + {lit(tail)}")
+
+
+def summary(contract: Contract) -> str:
+    """The pieces a contract checks, in words (Events, ``tessera plan``)."""
+    pieces = [f"schedulerName {contract.scheduler}"]
+    if contract.ascend is not None:
+        pieces.append(f"runtimeClassName {ASCEND_RUNTIME_CLASS}")
+        when = "" if contract.ascend.soft else " with a -core request"
+        pieces.append(f"{VNPU_MODE_ANNOTATION}: {HAMI_CORE}{when}")
+        pieces.append("-memory in MB")
+    return f"pods requesting {', '.join(contract.resources)} need " + "; ".join(pieces)

@@ -1,0 +1,117 @@
+"""What a SharingPolicy's pods must carry for its slices to be allocated (the pod contract).
+
+Facts: docs/facts/hami.md §The pod contract and §Ascend values HAMi ships. HAMi names an
+Ascend chip's resources after its ``commonWord``: ``huawei.com/<CW>`` (count), ``-memory``
+(MB) and ``-core`` (percent, only in ``hami-core`` mode); a pod without ``huawei.com/vnpu-mode: hami-core`` is
+template-sliced and its ``-core`` request is rejected; the vNPU is mounted by the
+Ascend Docker Runtime, RuntimeClass ``ascend``; a ``-memory`` request is read as MB,
+so ``16Gi`` is out of range. NVIDIA slices under HAMi are ``nvidia.com/gpumem``,
+``-percentage`` and ``gpucores`` (HAMi's scheduler), ``volcano.sh/vgpu-*`` under Volcano.
+``nvidia.com/gpu`` alone is not guarded: it also names whole GPUs of pools HAMi does not
+serve, and a cluster-wide policy cannot tell those pods apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.domain.geometry import ascend
+
+VNPU_MODE_ANNOTATION = "huawei.com/vnpu-mode"
+HAMI_CORE = "hami-core"
+ASCEND_RUNTIME_CLASS = "ascend"
+SCHEDULER_NAMES = {"HAMi": "hami-scheduler", "Volcano": "volcano"}
+HAMI_GPU_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
+VOLCANO_GPU_RESOURCES = (
+    "volcano.sh/vgpu-number",
+    "volcano.sh/vgpu-memory",
+    "volcano.sh/vgpu-memory-percentage",
+    "volcano.sh/vgpu-cores",
+)
+_COMMON_WORDS = {"310P3": "Ascend310P", "Ascend910": "Ascend910C"}  # else Ascend<chip>
+HAMI_CHIPS = ("910A", "910B2", "910B3", "910B4-1", "910B4", "310P3", "Ascend910")
+"""The ``chipName``s HAMi v2.10's chart ships a ``vnpus`` entry for (docs/facts/hami.md
+§The pod contract); a node may report one Tessera's own catalog does not split."""
+
+
+@dataclass(frozen=True)
+class AscendPart:
+    """The Ascend resources guarded: every chip's count, ``-memory`` and ``-core``."""
+
+    chips: tuple[str, ...]
+    counts: tuple[str, ...]
+    memory: tuple[str, ...]
+    core: tuple[str, ...]
+    soft: bool  # soft slicing on: every guarded pod needs the hami-core annotation
+    assumed: bool  # no governed node names a chip HAMi knows: every HAMi chip is guarded
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        return (*self.counts, *self.memory, *self.core)
+
+
+@dataclass(frozen=True)
+class Contract:
+    policy: str
+    action: Literal["Warn", "Deny"]
+    scheduler: str  # the schedulerName pods must carry
+    scheduler_kind: Literal["HAMi", "Volcano"]
+    ascend: AscendPart | None
+    gpu: tuple[str, ...]  # NVIDIA slice resources (backend HAMiCore)
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        return (*(self.ascend.resources if self.ascend else ()), *self.gpu)
+
+
+def hami_common_word(chip: str) -> str:
+    """HAMi's ``commonWord`` of a ``chipName`` (``310P3`` → ``Ascend310P``)."""
+    return _COMMON_WORDS.get(chip, "Ascend" + chip)
+
+
+def hami_chip(label: str) -> str | None:
+    """HAMi's ``chipName`` for a chip as a node or Tessera's catalog names it; None if HAMi
+    ships no entry for it."""
+    try:
+        found = ascend.resolve_chip(label)
+        names = {found.chip, *found.aliases}
+    except ascend.UnknownChipError:
+        names = {label}
+    wanted = {n.upper() for n in names}
+    return next((chip for chip in HAMI_CHIPS if chip.upper() in wanted), None)
+
+
+def contract_of(name: str, spec: SharingPolicySpec, chips: Iterable[str]) -> Contract | None:
+    """The contract of policy ``name`` whose governed nodes hold ``chips`` (DCMI chip names;
+    ones HAMi ships no entry for are ignored, and none known guards every chip HAMi ships);
+    None when it has none (no ``spec.scheduler``, ``podContract: Off``).
+    """
+    sched = spec.scheduler
+    if sched is None or sched.pod_contract == "Off":
+        return None
+    part = _ascend(spec, chips) if spec.ascend is not None else None
+    gpu: tuple[str, ...] = ()
+    if spec.backend == "HAMiCore":
+        gpu = VOLCANO_GPU_RESOURCES if sched.name == "Volcano" else HAMI_GPU_RESOURCES
+    if part is None and not gpu:
+        return None
+    scheduler = SCHEDULER_NAMES[sched.name]
+    return Contract(name, sched.pod_contract, scheduler, sched.name, part, gpu)
+
+
+def _ascend(spec: SharingPolicySpec, labels: Iterable[str]) -> AscendPart:
+    found = {chip for label in labels if label and (chip := hami_chip(label)) is not None}
+    chips = sorted(found) if found else sorted(HAMI_CHIPS)  # unknown: guard every HAMi chip
+    words = sorted({hami_common_word(c) for c in chips})
+    soft = spec.ascend is not None and spec.ascend.soft_slicing
+    return AscendPart(
+        chips=tuple(chips),
+        counts=tuple(f"huawei.com/{w}" for w in words),
+        memory=tuple(f"huawei.com/{w}-memory" for w in words),
+        core=tuple(f"huawei.com/{w}-core" for w in words),
+        soft=soft,
+        assumed=not found,
+    )

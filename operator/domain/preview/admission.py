@@ -1,0 +1,64 @@
+"""The pod-contract part of a preview: each SharingPolicy's ValidatingAdmissionPolicy and
+binding, created, updated or deleted.
+
+Computed as the operator does (``tessera.domain.admission``): the contract of every policy
+once the manifests are applied, from the chips of the nodes it governs then
+(``sharing.assignment``), against the objects of those names in the cluster; a policy that
+leaves the cluster takes its own objects along. A wanted name held by an object Tessera does
+not own is a conflict (the policy would be ``Stalled``, reason ``Conflict``: exit 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessera.api import constants as c
+from tessera.domain import admission
+from tessera.domain import cluster as observe
+from tessera.domain.dra.naming import declarer
+from tessera.domain.sharing.assignment import assign
+
+from .model import Cluster, Raw
+from .results import AdmissionChange
+from .sharing import policies
+
+KIND = "SharingPolicy"
+KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
+@dataclass(frozen=True)
+class AdmissionPreviews:
+    changes: tuple[AdmissionChange, ...] = ()
+    conflicts: tuple[str, ...] = ()
+
+
+def previews(before: Cluster, after: Cluster) -> AdmissionPreviews:
+    facts = {n["metadata"]["name"]: observe.sharing_facts(n) for n in after.nodes}
+    wanted = policies(after)
+    governs = assign(wanted, facts.values())
+    names = {*before.of_kind(KIND), *(p.name for p in wanted)}
+    specs = {p.name: p.spec for p in wanted}
+    changes: list[AdmissionChange] = []
+    conflicts: list[str] = []
+    for name in sorted(names):
+        if name in after.of_kind(KIND) and name not in specs:
+            continue  # a spec that does not parse: its objects stay; its preview says why
+        spec = specs.get(name)
+        chips = {facts[n].labels.get(c.NPU_CHIP_NAME_LABEL, "") for n in governs.nodes_of(name)}
+        contract = admission.contract_of(name, spec, chips) if spec is not None else None
+        desired = [admission.policy(contract), admission.binding(contract)] if contract else []
+        found = admission.diff(declarer(KIND, name), desired, _observed(before, name), KINDS)
+        says = admission.summary(contract) if contract else ""
+        for change in found.writes:
+            action = f"{contract.action}: {says}" if contract and change.verb != "delete" else ""
+            changes.append(AdmissionChange(change.kind, change.name, change.verb, action))
+        conflicts += [
+            f"{taken} exists and is not Tessera's: {KIND}/{name} would be Stalled, reason Conflict"
+            for taken in found.conflicts
+        ]
+    return AdmissionPreviews(tuple(changes), tuple(conflicts))
+
+
+def _observed(cluster: Cluster, policy: str) -> list[Raw]:
+    target = admission.name_of(policy)
+    return [o for o in cluster.admission if o["metadata"]["name"] == target]
