@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain.geometry import ascend
+from tessera.domain.schedulers import vnpus
 
 VNPU_MODE_ANNOTATION = "huawei.com/vnpu-mode"
 HAMI_CORE = "hami-core"
@@ -31,8 +31,7 @@ VOLCANO_GPU_RESOURCES = (
     "volcano.sh/vgpu-memory-percentage",
     "volcano.sh/vgpu-cores",
 )
-_COMMON_WORDS = {"310P3": "Ascend310P", "Ascend910": "Ascend910C"}  # else Ascend<chip>
-HAMI_CHIPS = ("910A", "910B2", "910B3", "910B4-1", "910B4", "310P3", "Ascend910")
+HAMI_CHIPS = tuple(vnpus.SHIPPED)
 """The ``chipName``s HAMi v2.10's chart ships a ``vnpus`` entry for (docs/facts/hami.md
 §The pod contract); a node may report one Tessera's own catalog does not split."""
 
@@ -69,19 +68,11 @@ class Contract:
 
 def hami_common_word(chip: str) -> str:
     """HAMi's ``commonWord`` of a ``chipName`` (``310P3`` → ``Ascend310P``)."""
-    return _COMMON_WORDS.get(chip, "Ascend" + chip)
+    shipped = vnpus.SHIPPED.get(chip)
+    return shipped.common_word if shipped else "Ascend" + chip
 
 
-def hami_chip(label: str) -> str | None:
-    """HAMi's ``chipName`` for a chip as a node or Tessera's catalog names it; None if HAMi
-    ships no entry for it."""
-    try:
-        found = ascend.resolve_chip(label)
-        names = {found.chip, *found.aliases}
-    except ascend.UnknownChipError:
-        names = {label}
-    wanted = {n.upper() for n in names}
-    return next((chip for chip in HAMI_CHIPS if chip.upper() in wanted), None)
+hami_chip = vnpus.hami_chip
 
 
 def contract_of(name: str, spec: SharingPolicySpec, chips: Iterable[str]) -> Contract | None:
