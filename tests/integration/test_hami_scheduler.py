@@ -223,6 +223,7 @@ def test_soft_slicing_policy_writes_hamis_scheduler_config_and_gives_it_back(
         "name": "HAMi",
         "versions": {"hami": "v2.10.0 (image)"},
         "configMaps": ["kube-system/hami-scheduler-device"],
+        "admissionPolicy": "hs-story.pod-contract.tessera.io",
         "restartPending": False,
     }
     written = _text(kube)
