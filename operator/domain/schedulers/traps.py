@@ -11,7 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .volcano_versions import HAMI_CORE_SINCE, WRAPPER_SINCE, Version, at_least, show
+from .versions import Version
+
+# Volcano v1.16 reads the vnpus wrapper {hamiVnpuCore, configs} and schedules hami-core vNPUs.
+WRAPPER_SINCE = Version(1, 16, 0)
+HAMI_CORE_SINCE = Version(1, 16, 0)
 
 # HAMi chip keys Volcano does not read, and the value that makes relying on them harmless.
 IGNORED_KEYS: Mapping[str, Any] = {
@@ -32,9 +36,9 @@ class Trap:
 def map_form_too_new(version: Version, vnpus: Any, where: str) -> Trap | None:
     """Volcano ≤ 1.15 reads ``vnpus`` only as a list: the HAMi ≥ 2.9 wrapper fails to parse
     and Volcano silently falls back to a 310P-only default."""
-    if isinstance(vnpus, Mapping) and not at_least(version, WRAPPER_SINCE):
+    if isinstance(vnpus, Mapping) and version < WRAPPER_SINCE:
         return Trap(
-            f"Volcano {show(version)} reads vnpus only as a list, but {where} holds the "
+            f"Volcano {version} reads vnpus only as a list, but {where} holds the "
             "{hamiVnpuCore, configs} map form: Volcano fails to parse it and silently falls "
             "back to a 310P-only default; upgrade Volcano to v1.16 or point "
             "KnownGeometriesCM* at a map with the list form",
@@ -45,10 +49,10 @@ def map_form_too_new(version: Version, vnpus: Any, where: str) -> Trap | None:
 
 def soft_slicing_too_old(version: Version, soft: bool) -> Trap | None:
     """hami-core (soft) vNPU slicing is scheduled by Volcano only from v1.16."""
-    if soft and not at_least(version, HAMI_CORE_SINCE):
+    if soft and version < HAMI_CORE_SINCE:
         return Trap(
             f"soft slicing (huawei.com/vnpu-mode: hami-core) needs Volcano v1.16 or newer; "
-            f"Volcano {show(version)} cannot schedule hami-core vNPU pods: they stay Pending",
+            f"Volcano {version} cannot schedule hami-core vNPU pods: they stay Pending",
             stuck=True,
         )
     return None

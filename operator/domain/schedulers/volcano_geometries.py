@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from .volcano_versions import WRAPPER_SINCE, Version, at_least
+from .traps import WRAPPER_SINCE
+from .versions import Version
 
 NAME = "tessera-volcano-device-config"
 KEY = "device-config.yaml"
@@ -108,7 +109,7 @@ def document(
         doc["nvidia"] = nvidia_section(nvidia)
     if chips:
         configs = [volcano_chip(c) for c in sorted(chips, key=lambda c: str(c.get("chipName")))]
-        if at_least(version, WRAPPER_SINCE):
+        if version >= WRAPPER_SINCE:
             doc["vnpus"] = {"hamiVnpuCore": hami_vnpu_core, "configs": configs}
         else:
             doc["vnpus"] = configs

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tessera.domain.schedulers import traps as t
-from tessera.domain.schedulers.volcano_versions import parse
+from tessera.domain.schedulers.versions import Version
 
-V115, V116 = (1, 15, 0), (1, 16, 0)
+V115, V116 = Version(1, 15, 0), Version(1, 16, 0)
 WRAPPER = {"hamiVnpuCore": False, "configs": []}
 
 
@@ -45,16 +45,3 @@ def test_trap(trap: t.Trap | None, stuck: bool | None, says: str) -> None:
         assert trap is None
         return
     assert trap is not None and trap.stuck is stuck and says in trap.message
-
-
-@pytest.mark.parametrize(
-    ("text", "version"),
-    [
-        ("v1.16.0", (1, 16, 0)),
-        ("1.15", (1, 15, 0)),
-        ("v1.16.0-alpha.1", (1, 16, 0)),
-        ("latest", None),
-    ],
-)
-def test_versions(text: str, version: tuple[int, int, int] | None) -> None:
-    assert parse(text) == version

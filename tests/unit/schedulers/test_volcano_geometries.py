@@ -9,6 +9,7 @@ import yaml
 
 from tessera.domain.schedulers import traps
 from tessera.domain.schedulers import volcano_geometries as g
+from tessera.domain.schedulers.versions import Version
 
 HAMI_310P3: dict[str, Any] = {  # HAMi v2.10 chart values (hami_ascend.md §1.5, §1.6)
     "chipName": "310P3",
@@ -47,13 +48,13 @@ VOLCANO_310P3 = {
 @pytest.mark.parametrize(
     ("version", "vnpus"),
     [
-        ((1, 14, 0), [VOLCANO_310P3]),
-        ((1, 15, 3), [VOLCANO_310P3]),
-        ((1, 16, 0), {"hamiVnpuCore": True, "configs": [VOLCANO_310P3]}),
-        ((1, 17, 0), {"hamiVnpuCore": True, "configs": [VOLCANO_310P3]}),
+        (Version(1, 14, 0), [VOLCANO_310P3]),
+        (Version(1, 15, 3), [VOLCANO_310P3]),
+        (Version(1, 16, 0), {"hamiVnpuCore": True, "configs": [VOLCANO_310P3]}),
+        (Version(1, 17, 0), {"hamiVnpuCore": True, "configs": [VOLCANO_310P3]}),
     ],
 )
-def test_vnpus_shape_follows_the_volcano_version(version: g.Version, vnpus: Any) -> None:
+def test_vnpus_shape_follows_the_volcano_version(version: Version, vnpus: Any) -> None:
     doc = g.document(version, [HAMI_310P3], hami_vnpu_core=True)
     assert doc == {"vnpus": vnpus}
     assert yaml.safe_load(g.render(doc)) == doc
@@ -66,7 +67,9 @@ def test_keys_volcano_ignores_are_left_out() -> None:
 
 
 def test_nvidia_and_vnpus_merge_into_one_file_with_volcano_keys() -> None:
-    doc = g.document((1, 16, 0), [HAMI_310P3], nvidia={"deviceSplitCount": 4, "memoryFactor": 2})
+    doc = g.document(
+        Version(1, 16, 0), [HAMI_310P3], nvidia={"deviceSplitCount": 4, "memoryFactor": 2}
+    )
     assert list(doc) == ["nvidia", "vnpus"]
     assert doc["nvidia"]["deviceSplitCount"] == 4
     assert doc["nvidia"]["gpuMemoryFactor"] == 2 and "memoryFactor" not in doc["nvidia"]
@@ -75,7 +78,7 @@ def test_nvidia_and_vnpus_merge_into_one_file_with_volcano_keys() -> None:
 
 
 def test_configmap_is_tessera_s_and_holds_device_config_yaml() -> None:
-    cm = g.configmap("volcano-system", g.document((1, 16, 0), [HAMI_310P3]))
+    cm = g.configmap("volcano-system", g.document(Version(1, 16, 0), [HAMI_310P3]))
     assert cm["metadata"] == {
         "name": "tessera-volcano-device-config",
         "namespace": "volcano-system",
