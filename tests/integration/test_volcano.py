@@ -226,8 +226,8 @@ class PodCount:
 
 def test_automatic_restart_writes_only_deviceshare_and_restarts_once(kube: Kube) -> None:
     ns, pool, name = "vc-auto", "vc-auto", "vc-auto"
-    _volcano(kube, ns)
     _pool(kube, pool)
+    _volcano(kube, ns)
     with PodCount(kube, ns) as pods:
         assert pods.count() == 1
         _policy(kube, name, pool, ns, weight=10, restart="Automatic")
@@ -265,8 +265,8 @@ def test_automatic_restart_writes_only_deviceshare_and_restarts_once(kube: Kube)
 
 def test_manual_restart_is_pending_until_the_user_restarts(kube: Kube, kubectl: Kubectl) -> None:
     ns, pool, name = "vc-manual", "vc-manual", "vc-manual"
-    _volcano(kube, ns)
     _pool(kube, pool)
+    _volcano(kube, ns)
     with PodCount(kube, ns) as pods:
         _policy(kube, name, pool, ns, weight=10)
         obj = _wait_reason(kube, name, "RestartPending", 90)
@@ -282,8 +282,8 @@ def test_manual_restart_is_pending_until_the_user_restarts(kube: Kube, kubectl: 
 
 def test_volcano_1_15_with_soft_slicing_is_a_trap(kube: Kube) -> None:
     ns, pool, name = "vc-old", "vc-old", "vc-old"
-    _volcano(kube, ns, tag="v1.15.0")
     _pool(kube, pool)
+    _volcano(kube, ns, tag="v1.15.0")
     _policy(kube, name, pool, ns, soft=True, weight=10)
     obj = _wait_reason(kube, name, "SchedulerTrap", 90)
     assert "needs Volcano v1.16" in _message(obj, "SchedulerTrap")
@@ -295,9 +295,9 @@ def test_volcano_1_15_with_soft_slicing_is_a_trap(kube: Kube) -> None:
 
 def test_two_policies_disagreeing_are_both_in_conflict(kube: Kube) -> None:
     ns = "vc-clash"
-    _volcano(kube, ns)
     _pool(kube, "vc-clash-a")
     _pool(kube, "vc-clash-b")
+    _volcano(kube, ns)
     _policy(kube, "vc-clash-a", "vc-clash-a", ns, policy="binpack", weight=10)
     _policy(kube, "vc-clash-b", "vc-clash-b", ns, policy="spread")
     for name, other in (("vc-clash-a", "vc-clash-b"), ("vc-clash-b", "vc-clash-a")):
@@ -309,8 +309,8 @@ def test_two_policies_disagreeing_are_both_in_conflict(kube: Kube) -> None:
 
 def test_missing_conf_waits_and_creates_nothing_until_it_exists(kube: Kube) -> None:
     ns, pool, name = "vc-missing", "vc-missing", "vc-missing"
-    _volcano(kube, ns, conf=None)
     _pool(kube, pool)
+    _volcano(kube, ns, conf=None)
     _policy(kube, name, pool, ns, weight=10, restart="Automatic")
     obj = _wait_reason(kube, name, "WaitingForScheduler", 90)
     assert f"ConfigMap {ns}/{VOLCANO_CM}" in _message(obj, "WaitingForScheduler")
@@ -324,9 +324,9 @@ def test_missing_conf_waits_and_creates_nothing_until_it_exists(kube: Kube) -> N
 def test_unparseable_conf_is_left_untouched_and_says_where(kube: Kube) -> None:
     ns, pool, name = "vc-garbage", "vc-garbage", "vc-garbage"
     garbage = CONF.replace("  - name: proportion\n", "  - name: [proportion\n")
+    _pool(kube, pool)
     _volcano(kube, ns, conf=garbage)
     before = kube.get(path_of("v1", "configmaps", VOLCANO_CM, ns))
-    _pool(kube, pool)
     _policy(kube, name, pool, ns, weight=10)
     obj = _wait_reason(kube, name, "SchedulerConfigInvalid", 90)
     assert "line 19, column 9" in _message(obj, "SchedulerConfigInvalid")

@@ -100,7 +100,8 @@ def plan(
     clash = _conflict(demand.policies, where)
     if clash:
         return VolcanoPlan({n: Verdict("stalled", CONFLICT, clash) for n in names})
-    version = min(p.versions["volcano"].version for p in demand.policies)
+    detected = min((p.versions["volcano"] for p in demand.policies), key=lambda d: d.version)
+    version = detected.version
     wanted = wanted_arguments(demand.policies, demand.config_map.namespace)
     try:
         before = volcano_conf.arguments(conf)
@@ -115,7 +116,7 @@ def plan(
     doc = _geometries(demand.policies, entries, version)
     digest = _digest({k: v for k, v in wanted.items() if v is not None}, doc)
     verdicts, warnings = _verdicts(demand.policies, entries, version, where)
-    return VolcanoPlan(verdicts, new_conf, doc, digest, recorded, warnings, str(version))
+    return VolcanoPlan(verdicts, new_conf, doc, digest, recorded, warnings, str(detected))
 
 
 def volcano_conf_key() -> str:
