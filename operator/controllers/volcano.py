@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import yaml
-
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
@@ -125,12 +123,7 @@ def _hami_entries(ctx: Context, demand: VolcanoDemand) -> tuple[dict[str, Mappin
     text = ((cm or {}).get("data") or {}).get(c.HAMI_SCHEDULER_CONFIGMAP_KEY)
     if text is None:
         return {}, f"HAMi's ConfigMap {key} (key {c.HAMI_SCHEDULER_CONFIGMAP_KEY})"
-    try:
-        vnpus = (yaml.safe_load(text) or {}).get("vnpus") or []
-    except (yaml.YAMLError, AttributeError):
-        return {}, ""  # the HAMi part reports it (SchedulerConfigInvalid)
-    configs = vnpus.get("configs") or [] if isinstance(vnpus, Mapping) else vnpus
-    return {str(e.get("chipName")): e for e in configs if isinstance(e, Mapping)}, ""
+    return vp.hami_entries(text), ""
 
 
 def _write_conf(ctx: Context, cm: Obj, conf: str, notes: Mapping[str, str | None]) -> None:

@@ -23,6 +23,7 @@ plan from the live cluster:
   spec and status hard, used.
 * DeviceClass: name, labels, annotations, resourceVersion; spec (selectors, config).
 * ResourceSlice: name; driver, nodeName, pool, per device its name and attributes.
+* Deployment (the schedulers' a SharingPolicy names): name; its containers' names and images.
 * Tessera's own objects: whole, but for the two copies above.
 
 Pure.
@@ -95,6 +96,11 @@ KEEP: Mapping[str, Tree] = {
         "metadata": {**_META, "resourceVersion": ALL},
         "spec": {"hard": ALL},
         "status": {"hard": ALL, "used": ALL},
+    },
+    # a scheduler Deployment a SharingPolicy names: its image tag is HAMi's or Volcano's version
+    "Deployment": {
+        "metadata": _META,
+        "spec": {"template": {"spec": {"containers": {"name": ALL, "image": ALL}}}},
     },
     "DeviceClass": {"metadata": {**_META, "annotations": ALL, "resourceVersion": ALL}, "spec": ALL},
     "ResourceSlice": {

@@ -47,6 +47,7 @@ class Cluster:
     objects: tuple[Raw, ...] = ()  # Tessera's own kinds
     device_classes: tuple[Raw, ...] = ()  # every DeviceClass (a name Tessera wants may be taken)
     slices: tuple[Raw, ...] = ()  # ResourceSlices
+    deployments: tuple[Raw, ...] = ()  # the scheduler Deployments SharingPolicies name
 
     @classmethod
     def of(cls, items: Iterable[Raw]) -> Cluster:
@@ -61,6 +62,7 @@ class Cluster:
             "tessera": [],
             "DeviceClass": [],
             "ResourceSlice": [],
+            "Deployment": [],
         }
         for item in items:
             kind = item.get("kind", "")
@@ -78,6 +80,7 @@ class Cluster:
             tuple(slots["tessera"]),
             tuple(slots["DeviceClass"]),
             tuple(slots["ResourceSlice"]),
+            tuple(slots["Deployment"]),
         )
 
     def items(self) -> list[Raw]:
@@ -91,6 +94,7 @@ class Cluster:
             *self.objects,
             *self.device_classes,
             *self.slices,
+            *self.deployments,
         ]
 
     def configmap(self, where: tuple[str, str]) -> Raw | None:

@@ -2,7 +2,7 @@
 
 A trap that leaves pods Pending (``stuck``) stops the chain: the policy is ``Stalled``,
 reason ``SchedulerTrap``. The others are warnings: the policy stays Ready and says so, with
-an Event and a plan note. Facts: hami_ascend.md §1.4, §5.1, §5.3.
+an Event and a plan note. Facts: docs/facts/volcano.md §Known geometries map, §Arguments.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Volcano reads one ``device-config.yaml`` for both HAMi features it schedules: the ``vnpus``
 section (``AscendHAMiVNPUEnable``) and the ``nvidia`` section (``VGPUEnable``), so when both
 are used they are merged into that one file, as Volcano's docs require. Volcano parses the
-file with its own types, which differ from HAMi's (hami_ascend.md §5.3):
+file with its own types, which differ from HAMi's (docs/facts/volcano.md §Known geometries map):
 
 - ``vnpus`` is a list up to v1.15; from v1.16 the wrapper ``{hamiVnpuCore, configs}`` (the
   list is still read, but only the wrapper carries ``hamiVnpuCore``). A wrapper given to

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from tessera.domain.conditions import Verdict
 
 from . import traps, volcano_conf, volcano_geometries
@@ -117,6 +119,18 @@ def plan(
     digest = _digest({k: v for k, v in wanted.items() if v is not None}, doc)
     verdicts, warnings = _verdicts(demand.policies, entries, version, where)
     return VolcanoPlan(verdicts, new_conf, doc, digest, recorded, warnings, str(detected))
+
+
+def hami_entries(text: str) -> dict[str, Mapping[str, Any]]:
+    """HAMi's ``vnpus`` chip entries by chip name, from its ``device-config.yaml`` (either
+    shape); {} when it does not parse (the HAMi part reports that)."""
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return {}
+    vnpus = loaded.get("vnpus") if isinstance(loaded, Mapping) else None
+    configs = (vnpus.get("configs") or []) if isinstance(vnpus, Mapping) else (vnpus or [])
+    return {str(e.get("chipName")): e for e in configs if isinstance(e, Mapping)}
 
 
 def volcano_conf_key() -> str:
