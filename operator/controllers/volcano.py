@@ -66,7 +66,8 @@ def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, Sched
     found = vp.plan(demand, conf, entries, previous, hami_missing)
     if not demand.policies:
         if found.conf is not None and cm is not None:
-            _write_conf(ctx, cm, found.conf, {vp.PREVIOUS_ANNOTATION: None})
+            gone = (vp.PREVIOUS_ANNOTATION, vp.DIGEST_ANNOTATION, vp.CHANGED_ANNOTATION)
+            _write_conf(ctx, cm, found.conf, dict.fromkeys(gone))
         _delete_map(ctx, key.namespace)
         return {}
     if found.geometries is None or found.conf is None or cm is None:

@@ -35,7 +35,7 @@ from tessera.domain.schedulers import volcano_conf as v
 
 from .conftest import Kubectl, OperatorProcess
 from .helpers import app_pods, eventually, namespace, wait_running
-from .sharing_support import SP, event_with, policy, wait_ready
+from .sharing_support import SP, delete_policy, event_with, policy, wait_ready
 
 CONF = """\
 # volcano-scheduler.conf as the team keeps it
@@ -282,6 +282,12 @@ def test_manual_restart_is_pending_until_the_user_restarts(kube: Kube, kubectl: 
         obj = wait_ready(kube, name, timeout=90)
         assert obj["status"]["scheduler"]["restartPending"] is False
         assert pods.count() == 2
+    # the policy goes: the team's conf comes back byte for byte, Tessera's map goes
+    delete_policy(kube, name)
+    assert _conf(kube, ns) == CONF
+    assert _geometries(kube, ns) is None
+    notes = kube.get(path_of("v1", "configmaps", VOLCANO_CM, ns))["metadata"].get("annotations")
+    assert not any(k.startswith("tessera.io/") for k in notes or {})
 
 
 def test_volcano_1_15_with_soft_slicing_is_a_trap(kube: Kube) -> None:

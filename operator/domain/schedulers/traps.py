@@ -62,7 +62,10 @@ def ignored_keys(chips: Iterable[Mapping[str, Any]]) -> Trap | None:
     """HAMi chip keys set to a non-default value that Volcano never reads."""
     relied: list[str] = []
     for chip in chips:
+        derived = f"{chip.get('resourceName')}-core"  # what Volcano uses instead
         for key, harmless in IGNORED_KEYS.items():
+            if key == "resourceCoreName" and chip.get(key) == derived:
+                continue
             if key in chip and chip[key] not in (harmless, None, ""):
                 relied.append(f"{chip.get('chipName', '?')}.{key}={chip[key]}")
     if not relied:

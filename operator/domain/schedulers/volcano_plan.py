@@ -194,6 +194,7 @@ def _verdicts(
             traps.soft_slicing_too_old(at, p.soft_slicing),
             traps.chips_without_entry({c: [p.policy] for c in p.chips}, entries),
             traps.weight_skips_binpack(p.volcano.policy, p.volcano.weight),
+            traps.ignored_keys(entries[c] for c in p.chips if c in entries),
         )
         stuck = [t.message for t in found if t.stuck]
         warnings[p.policy] = tuple(t.message for t in found if not t.stuck)

@@ -32,6 +32,13 @@ WRAPPER = {"hamiVnpuCore": False, "configs": []}
             None,
             "",
         ),
+        (
+            t.ignored_keys(
+                [{"chipName": "310P3", "resourceName": "a", "resourceCoreName": "a-core"}]
+            ),
+            None,
+            "",
+        ),
         (t.weight_skips_binpack("binpack", 0), False, "ScheduleWeight is 0"),
         (t.weight_skips_binpack("binpack", None), False, "ScheduleWeight is 0"),
         (t.weight_skips_binpack("binpack", 10), None, ""),

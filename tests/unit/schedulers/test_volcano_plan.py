@@ -76,6 +76,14 @@ def test_states(given: VolcanoDemand, conf: str | None, states: dict[str, tuple[
     assert (found.geometries is not None) is writes
 
 
+def test_keys_volcano_ignores_are_a_warning() -> None:
+    entry = {**ENTRY, "memoryFactor": 2}
+    found = vp.plan(demand(policy()), CONF, {"310P3": entry}, {})
+    assert found.verdicts["npu"].state == "ready"
+    assert "310P3.memoryFactor=2" in found.verdicts["npu"].message
+    assert any("memoryFactor" in w for w in found.warnings["npu"])
+
+
 def test_conflict_names_both_policies() -> None:
     found = vp.plan(demand(policy("a"), policy("b", policy="spread")), CONF, {}, {})
     assert "SharingPolicy a asks binpack weight 10" in found.verdicts["b"].message
