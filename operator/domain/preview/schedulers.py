@@ -18,12 +18,13 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import yaml
 from pydantic import ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.scheduler import ObjectRef
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands
+from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands, traps, volcano_conf
 from tessera.domain.schedulers import volcano_geometries as geometries
 from tessera.domain.schedulers import volcano_plan as vp
 from tessera.domain.schedulers.versions import Component, Detected, VersionUnknownError, detect
@@ -115,9 +116,10 @@ def _one(before: Cluster, one: demands.VolcanoDemand) -> SchedulerPreviews:
     found = vp.plan(one, conf, vp.hami_entries(text or ""), previous, missing)
     errors: dict[str, tuple[str, ...]] = {}
     notes: dict[str, tuple[str, ...]] = {}
+    today = _today(before, one, conf)
     for name, verdict in found.verdicts.items():
         if verdict.state == "ready":
-            notes[name] = found.warnings.get(name, ())
+            notes[name] = (*today, *found.warnings.get(name, ()))
         elif verdict.reason == "SchedulerTrap":
             notes[name] = (f"{verdict.reason}: {verdict.message}",)
         else:
@@ -134,6 +136,37 @@ def _one(before: Cluster, one: demands.VolcanoDemand) -> SchedulerPreviews:
         writes = {p.policy: (_restart(p, one.deployments),) for p in one.policies}
     configs = tuple(d for d in (diff, new_map) if d is not None)
     return SchedulerPreviews(configs, errors, notes, writes)
+
+
+def _today(before: Cluster, one: demands.VolcanoDemand, conf: str | None) -> tuple[str, ...]:
+    """A trap Volcano is in now, which Tessera's map ends: Volcano ≤ v1.15 pointed at a map
+    whose ``vnpus`` is the ``{hamiVnpuCore, configs}`` form (HAMi ≥ v2.9's)."""
+    if conf is None or any("volcano" not in p.versions for p in one.policies):
+        return ()
+    try:
+        now = volcano_conf.arguments(conf)
+    except volcano_conf.ConfInvalid:
+        return ()
+    where = (
+        str(now.get(volcano_conf.CM_NAMESPACE) or "kube-system"),
+        str(now.get(volcano_conf.CM_NAME) or "volcano-vgpu-device-config"),
+    )
+    cm = before.configmap(where)
+    text = ((cm or {}).get("data") or {}).get(geometries.KEY)
+    if text is None:
+        return ()
+    try:
+        vnpus = (yaml.safe_load(text) or {}).get("vnpus")
+    except (yaml.YAMLError, AttributeError):
+        return ()
+    version = min(p.versions["volcano"].version for p in one.policies)
+    trap = traps.map_form_too_new(version, vnpus, "/".join(where))
+    if trap is None:
+        return ()
+    return (
+        f"now: {trap.message}; Tessera points KnownGeometriesCM* at {geometries.NAME}, "
+        "in the list form",
+    )
 
 
 def _restart(p: PolicyDemand, deployments: Iterable[ObjectKey]) -> str:
