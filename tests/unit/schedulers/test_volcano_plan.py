@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tessera.api.v1alpha1.scheduler import SchedulerSpec
+from tessera.api.v1alpha1.sharingpolicy import HamiCore
 from tessera.domain.schedulers import volcano_conf as v
 from tessera.domain.schedulers import volcano_plan as vp
 from tessera.domain.schedulers import volcano_restart as r
@@ -189,3 +190,20 @@ def test_restart_once_per_change(stamp: str | None, due: bool) -> None:
     deployment = {"spec": {"template": {"metadata": {"annotations": notes}}}}
     assert r.due(deployment, CHANGE) is due
     assert r.due({"spec": r.patch(CHANGE)["spec"]}, CHANGE) is False
+
+
+def test_nvidia_and_ascend_policies_share_one_map_and_enable_both() -> None:
+    gpu = PolicyDemand(
+        "gpu",
+        SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": 10}}),
+        (),
+        False,
+        HamiCore.model_validate({"deviceSplitCount": 4}),
+        {"volcano": Detected(Version(1, 16, 0), "declared")},
+    )
+    found = vp.plan(demand(policy(), gpu), CONF, {"310P3": ENTRY}, {})
+    assert found.conf is not None and found.geometries is not None
+    args = v.arguments(found.conf)
+    assert args[v.ENABLE_VNPU] is True and args[v.ENABLE_VGPU] is True
+    assert list(found.geometries) == ["nvidia", "vnpus"]
+    assert found.geometries["nvidia"]["deviceSplitCount"] == 4
