@@ -15,6 +15,7 @@ namespace) and its own Ascend pool; the operator runs under its own ServiceAccou
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -101,6 +102,16 @@ def hami(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
     plugin.stop()
     for path in made:
         kube.delete(path)
+
+
+@pytest.fixture(autouse=True)
+def own_policies(kube: Kube) -> Iterator[None]:
+    """Each test's policies go when it ends: HAMi's hamiVnpuCore is one switch for every
+    policy naming its map, so a soft-slicing test must not meet another test's policies."""
+    yield
+    for obj in kube.list(SP):
+        if obj["metadata"]["name"].startswith("vc-"):
+            delete_policy(kube, obj["metadata"]["name"])
 
 
 def _create(kube: Kube, obj: Obj) -> str:
@@ -190,7 +201,11 @@ def _reason(kube: Kube, name: str, reason: str) -> Obj | None:
 
 
 def _wait_reason(kube: Kube, name: str, reason: str, timeout: float = 60) -> Obj:
-    return eventually(lambda: _reason(kube, name, reason), timeout, f"{name}: {reason}")
+    try:
+        return eventually(lambda: _reason(kube, name, reason), timeout, f"{name}: {reason}")
+    except AssertionError as err:
+        status = (policy(kube, name) or {}).get("status")
+        raise AssertionError(f"{err}\nstatus: {json.dumps(status, indent=1)}") from None
 
 
 def _message(obj: Obj, reason: str) -> str:
@@ -301,6 +316,8 @@ def test_volcano_1_15_with_soft_slicing_is_a_trap(kube: Kube) -> None:
     assert geometries is not None  # written all the same, in the form v1.15 reads: a list
     doc = yaml.safe_load(geometries["data"]["device-config.yaml"])
     assert isinstance(doc["vnpus"], list) and doc["vnpus"][0]["chipName"] == "310P3"
+    delete_policy(kube, name)
+    assert _geometries(kube, ns) is None
 
 
 def test_two_policies_disagreeing_are_both_in_conflict(kube: Kube) -> None:
