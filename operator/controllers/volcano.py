@@ -72,7 +72,10 @@ def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, Sched
         return {}
     if found.geometries is None or found.conf is None or cm is None:
         return {n: _outcome(v, key) for n, v in found.verdicts.items()}
-    _write_map(ctx, key.namespace, found.geometries)
+    written = [
+        f"{key.namespace}/{geometries.NAME}: {n}"
+        for n in _write_map(ctx, key.namespace, found.geometries)
+    ]
     changed_at = notes.get(vp.CHANGED_ANNOTATION, "")
     if notes.get(vp.DIGEST_ANNOTATION) != found.digest or not changed_at:
         changed_at = ctx.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -83,8 +86,10 @@ def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, Sched
         }
         _write_conf(ctx, cm, found.conf, stamps)
         log.info("Volcano config %s: deviceshare arguments %s", key, found.digest)
+        written.append(f"{key}: deviceshare arguments written")
     elif found.conf != conf:  # a person changed an owned argument back: restore, same change
         _write_conf(ctx, cm, found.conf, {})
+        written.append(f"{key}: deviceshare arguments restored")
     pending = _restart(ctx, demand, changed_at)
     versions = {"volcano": found.version}
     out = {}
@@ -92,7 +97,9 @@ def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, Sched
         verdict = planned
         if pending and planned.state == "ready":
             verdict = Verdict("progressing", RESTART_PENDING, pending)
-        out[name] = _outcome(verdict, key, versions, restart_pending=bool(pending))
+        out[name] = _outcome(
+            verdict, key, versions, restart_pending=bool(pending), notes=tuple(written)
+        )
         for warning in found.warnings.get(name, ()):
             if ctx.events.first("volcano-trap", name, warning):
                 ctx.events.post(_policy(name), "SchedulerTrap", warning, ctx.clock(), "Warning")
@@ -140,18 +147,21 @@ def _write_conf(ctx: Context, cm: Obj, conf: str, notes: Mapping[str, str | None
     cm["metadata"] = written["metadata"]
 
 
-def _write_map(ctx: Context, namespace: str, doc: Mapping[str, Any]) -> None:
+def _write_map(ctx: Context, namespace: str, doc: Mapping[str, Any]) -> list[str]:
     want = geometries.configmap(namespace, doc)
     path = path_of("v1", "configmaps", geometries.NAME, namespace)
     have = ctx.kube.get_or_none(path)
     if have is None:
         ctx.kube.create(path_of("v1", "configmaps", namespace=namespace), want)
         log.info("Volcano's device config %s/%s created", namespace, geometries.NAME)
-    elif (have.get("data") or {}) != want["data"]:
+        return ["created"]
+    if (have.get("data") or {}) != want["data"]:
         rv = have["metadata"]["resourceVersion"]
         body = {"metadata": {"resourceVersion": rv, **want["metadata"]}, "data": want["data"]}
         ctx.kube.patch(path, body)
         log.info("Volcano's device config %s/%s updated", namespace, geometries.NAME)
+        return ["updated"]
+    return []
 
 
 def _delete_map(ctx: Context, namespace: str) -> None:

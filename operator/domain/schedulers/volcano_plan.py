@@ -56,7 +56,7 @@ def wanted_arguments(
 ) -> dict[str, volcano_conf.Scalar | None]:
     """The deviceshare arguments Tessera sets (None: leaves untouched)."""
     first = policies[0].volcano
-    ascend = any(p.hami_core is None for p in policies)
+    ascend = any(p.ascend for p in policies)
     nvidia = any(p.hami_core is not None for p in policies)
     return {
         volcano_conf.ENABLE_VNPU: True if ascend else None,

@@ -30,7 +30,9 @@ def policy(
 ) -> PolicyDemand:
     spec = SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": 10, **volcano}})
     found = Version(*(int(x) for x in version.lstrip("v").split(".")))
-    return PolicyDemand(name, spec, chips, soft, None, {"volcano": Detected(found, "image")})
+    return PolicyDemand(
+        name, spec, chips, soft, None, {"volcano": Detected(found, "image")}, ascend=True
+    )
 
 
 def demand(*policies: PolicyDemand, deployment: bool = True) -> VolcanoDemand:
