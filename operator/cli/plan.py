@@ -143,7 +143,7 @@ def _plan(args: argparse.Namespace) -> int:
         cluster = (
             preview.Cluster.of(load_snapshot(args.snapshot))
             if args.snapshot
-            else read_cluster(args.kubeconfig, locations(args))
+            else read_cluster(args.kubeconfig, locations(args), wanted)
         )
         result = preview.preview(
             cluster,

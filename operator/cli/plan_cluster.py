@@ -10,6 +10,7 @@ the fields planning reads; ``load_snapshot`` reads such a file back (or a
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from tessera.api.v1alpha1 import KINDS
 from tessera.domain import admission, manifests
 from tessera.domain.dra import naming as dra
 from tessera.domain.preview import Cluster, Locations
+from tessera.domain.preview import schedulers as preview_schedulers
 from tessera.domain.quota import objects as quota_objects
 
 
@@ -49,8 +51,12 @@ def locations(args: argparse.Namespace) -> Locations:
     )
 
 
-def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
-    """Every object a preview reads, from the live API server (read-only)."""
+def read_cluster(
+    kubeconfig: str | None, loc: Locations, manifests: Sequence[Mapping[str, Any]] = ()
+) -> Cluster:
+    """Every object a preview reads, from the live API server (read-only). The scheduler
+    ConfigMaps and Deployments read are those the cluster's and ``manifests``' SharingPolicies
+    name (a policy naming Volcano whose config cannot be read is the plan's error)."""
     # Imported here, not above: the client costs a second to load, and neither `tessera plan
     # --snapshot` nor any other command than this read needs it (test_cli_startup).
     from tessera.adapters.kube import ApiError, Kube, path_of
@@ -94,6 +100,17 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
         # DRA: every class (a name Tessera wants may be someone else's) and the slices. A
         # plan that cannot read them cannot say what it changes: an error, never "no change".
         lists["DeviceClass"] = (dra.API, kube.list(dra.DEVICECLASSES))
+        named_maps, named_deploys = scheduler_objects([o for _, o in _kinded(tessera)], manifests)
+        maps += [
+            cm
+            for ns, name in sorted(named_maps - wanted)
+            if (cm := kube.get_or_none(path_of("v1", "configmaps", name, ns))) is not None
+        ]
+        deployments = [
+            d
+            for ns, name in sorted(named_deploys)
+            if (d := kube.get_or_none(path_of("apps/v1", "deployments", name, ns))) is not None
+        ]
         lists["ResourceSlice"] = (dra.API, kube.list(dra.RESOURCESLICES))
         # Pod contracts: every admission policy and binding (a name Tessera wants may be
         # taken); a server without admissionregistration.k8s.io/v1 (before 1.30) has none.
@@ -121,6 +138,7 @@ def read_cluster(kubeconfig: str | None, loc: Locations) -> Cluster:
             *typed["ValidatingAdmissionPolicy"],
             *typed["ValidatingAdmissionPolicyBinding"],
         ),
+        deployments=tuple(_typed("apps/v1", "Deployment", d) for d in deployments),
     )
 
 
@@ -134,6 +152,17 @@ def _listed_or_none(kube: Any, path: str) -> list[dict[str, Any]]:
             return []
         raise
     return found
+
+
+def _kinded(tessera: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(kind, {**o, "kind": kind}) for kind, o in tessera]
+
+
+def scheduler_objects(
+    live: Sequence[Mapping[str, Any]], manifests: Sequence[Mapping[str, Any]]
+) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The scheduler ConfigMaps and Deployments the policies name, live or in the manifests."""
+    return preview_schedulers.named([*live, *manifests])
 
 
 def _typed(api_version: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:

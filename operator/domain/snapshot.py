@@ -25,6 +25,7 @@ plan from the live cluster:
 * ResourceSlice: name; driver, nodeName, pool, per device its name and attributes.
 * ValidatingAdmissionPolicy and its binding: name, labels, annotations,
   resourceVersion; spec (a pod contract compares with it; a name may be taken).
+* Deployment (the schedulers' a SharingPolicy names): name; its containers' names and images.
 * Tessera's own objects: whole, but for the two copies above.
 
 Pure.
@@ -97,6 +98,11 @@ KEEP: Mapping[str, Tree] = {
         "metadata": {**_META, "resourceVersion": ALL},
         "spec": {"hard": ALL},
         "status": {"hard": ALL, "used": ALL},
+    },
+    # a scheduler Deployment a SharingPolicy names: its image tag is HAMi's or Volcano's version
+    "Deployment": {
+        "metadata": _META,
+        "spec": {"template": {"spec": {"containers": {"name": ALL, "image": ALL}}}},
     },
     "DeviceClass": {"metadata": {**_META, "annotations": ALL, "resourceVersion": ALL}, "spec": ALL},
     "ValidatingAdmissionPolicy": {

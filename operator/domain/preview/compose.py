@@ -24,6 +24,8 @@ from .prune import pruned, without
 from .quota import allocatable_after, capacity_change
 from .quota import previews as quota_previews
 from .results import ObjectPreview, Preview
+from .schedulers import SchedulerPreviews
+from .schedulers import previews as scheduler_previews
 from .sharing import previews as sharing_previews
 
 
@@ -50,6 +52,7 @@ def preview(
     shared = sharing_previews(cluster, after, wanted, now, loc)
     devices = dra_previews(cluster, after, wanted, loc)
     contracts = admission_previews(cluster, after)
+    scheduling = scheduler_previews(cluster, after, shared.plan)
     nodes_after = allocatable_after(cluster, pools, shared, loc)
     dra_nodes = {n for members in devices.members.values() for n in members}
     for node in cluster.nodes:  # DRA nodes' allocatable does not follow their geometry
@@ -60,7 +63,7 @@ def preview(
     quotas, tenants = quota_previews(cluster, after, wanted, capacity)
     deleted = deletions(cluster, after, gone, shared, nodes_after, now, loc)
     found = (*pools.objects, *shared.objects, *quotas, *deleted)
-    by_key = {(o.kind, o.name): _with_dra(o, devices) for o in found}
+    by_key = {(o.kind, o.name): _with_scheduler(_with_dra(o, devices), scheduling) for o in found}
     ordered = sorted(
         (by_key[(m["kind"], m["metadata"]["name"])] for m in (*wanted, *gone)),
         key=lambda o: (KIND_ORDER.index(o.kind), o.name),
@@ -70,7 +73,7 @@ def preview(
         objects=tuple(ordered),
         tenants=tenants,
         capacity=changed_capacity,
-        configs=(*pools.configs, *shared.configs),
+        configs=(*pools.configs, *shared.configs, *scheduling.configs),
         device_classes=devices.classes,
         class_conflicts=tuple(
             f"DeviceClass {name} exists and is not Tessera's (no label "
@@ -92,3 +95,16 @@ def _with_dra(o: ObjectPreview, devices: DraPreviews) -> ObjectPreview:
             o, capacity_before={}, capacity_after={}, devices=devices.devices.get(o.name, {})
         )
     return replace(o, problems=(*o.problems, *problems)) if problems else o
+
+
+def _with_scheduler(o: ObjectPreview, found: SchedulerPreviews) -> ObjectPreview:
+    """A policy naming Volcano: what its scheduler cannot take is an error (exit 1), its
+    traps are problems, a restart is a write."""
+    if o.kind != "SharingPolicy" or o.action == "delete":
+        return o
+    return replace(
+        o,
+        conflicts=(*o.conflicts, *found.errors.get(o.name, ())),
+        problems=(*o.problems, *found.notes.get(o.name, ())),
+        writes=(*o.writes, *found.writes.get(o.name, ())),
+    )

@@ -48,6 +48,7 @@ class Cluster:
     device_classes: tuple[Raw, ...] = ()  # every DeviceClass (a name Tessera wants may be taken)
     slices: tuple[Raw, ...] = ()  # ResourceSlices
     admission: tuple[Raw, ...] = ()  # ValidatingAdmissionPolicies and their bindings
+    deployments: tuple[Raw, ...] = ()  # the scheduler Deployments SharingPolicies name
 
     @classmethod
     def of(cls, items: Iterable[Raw]) -> Cluster:
@@ -64,6 +65,7 @@ class Cluster:
             "ResourceSlice": [],
             "ValidatingAdmissionPolicy": [],
             "ValidatingAdmissionPolicyBinding": [],
+            "Deployment": [],
         }
         for item in items:
             kind = item.get("kind", "")
@@ -82,6 +84,7 @@ class Cluster:
             tuple(slots["DeviceClass"]),
             tuple(slots["ResourceSlice"]),
             (*slots["ValidatingAdmissionPolicy"], *slots["ValidatingAdmissionPolicyBinding"]),
+            tuple(slots["Deployment"]),
         )
 
     def items(self) -> list[Raw]:
@@ -96,6 +99,7 @@ class Cluster:
             *self.device_classes,
             *self.slices,
             *self.admission,
+            *self.deployments,
         ]
 
     def configmap(self, where: tuple[str, str]) -> Raw | None:

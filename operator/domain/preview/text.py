@@ -121,6 +121,7 @@ def _object(o: ObjectPreview) -> list[str]:
     if len(o.changes) > NODES_SHOWN:
         lines.append(f"  ... and {len(o.changes) - NODES_SHOWN} more node(s)")
     lines += _capacity(o)
+    lines += [f"  {w}" for w in o.writes]  # SharingPolicy: a scheduler restart
     lines += [f"  ! {p}" for p in o.problems]
     if o.plan_hash and o.changes and o.approval == "Manual":
         if o.approved:

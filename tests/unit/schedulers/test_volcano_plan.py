@@ -1,0 +1,211 @@
+"""volcano_plan: one row per state of the module's table, and the restart arithmetic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tessera.api.v1alpha1.scheduler import SchedulerSpec
+from tessera.api.v1alpha1.sharingpolicy import HamiCore
+from tessera.domain.schedulers import volcano_conf as v
+from tessera.domain.schedulers import volcano_plan as vp
+from tessera.domain.schedulers import volcano_restart as r
+from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand
+from tessera.domain.schedulers.versions import Detected, Version
+
+CONF = "tiers:\n- plugins:\n  - name: predicates  # keep\n  - name: proportion\n"
+KEY = ObjectKey("volcano-system", "volcano-scheduler-configmap")
+DEPLOY = ObjectKey("volcano-system", "volcano-scheduler")
+ENTRY = {"chipName": "310P3", "commonWord": "Ascend310P", "memoryFactor": 1, "templates": []}
+
+
+def policy(
+    name: str = "npu",
+    *,
+    version: str = "v1.16.0",
+    soft: bool = False,
+    chips: tuple[str, ...] = ("310P3",),
+    **volcano: Any,
+) -> PolicyDemand:
+    spec = SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": 10, **volcano}})
+    found = Version(*(int(x) for x in version.lstrip("v").split(".")))
+    return PolicyDemand(
+        name, spec, chips, soft, None, {"volcano": Detected(found, "image")}, ascend=True
+    )
+
+
+def demand(*policies: PolicyDemand, deployment: bool = True) -> VolcanoDemand:
+    return VolcanoDemand(KEY, policies, {DEPLOY: {"spec": {}} if deployment else None})
+
+
+@pytest.mark.parametrize(
+    ("given", "conf", "states"),
+    [
+        # nothing of Volcano's there: wait, write nothing
+        (demand(policy()), None, {"npu": ("progressing", "WaitingForScheduler")}),
+        (demand(policy(), deployment=False), CONF, {"npu": ("progressing", "WaitingForScheduler")}),
+        # two policies ask different things of one scheduler: both stalled
+        (
+            demand(policy("a"), policy("b", policy="spread")),
+            CONF,
+            {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
+        ),
+        (
+            demand(policy("a"), policy("b", weight=20)),
+            CONF,
+            {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
+        ),
+        # a conf that does not parse: untouched
+        (demand(policy()), "tiers: [\n", {"npu": ("stalled", "SchedulerConfigInvalid")}),
+        # traps that leave pods Pending
+        (demand(policy(version="v1.15.0", soft=True)), CONF, {"npu": ("stalled", "SchedulerTrap")}),
+        (demand(policy(chips=("910B4",))), CONF, {"npu": ("stalled", "SchedulerTrap")}),
+        # fine; a warning trap keeps it ready
+        (demand(policy()), CONF, {"npu": ("ready", "Applied")}),
+        (demand(policy(weight=0)), CONF, {"npu": ("ready", "Applied")}),
+        (
+            demand(policy("a"), policy("b")),
+            CONF,
+            {"a": ("ready", "Applied"), "b": ("ready", "Applied")},
+        ),
+    ],
+)
+def test_states(given: VolcanoDemand, conf: str | None, states: dict[str, tuple[str, str]]) -> None:
+    found = vp.plan(given, conf, {"310P3": ENTRY}, {})
+    assert {n: (x.state, x.reason) for n, x in found.verdicts.items()} == states
+    writes = all(s == "ready" or r == "SchedulerTrap" for s, r in states.values())
+    assert (found.conf is not None) is writes
+    assert (found.geometries is not None) is writes
+
+
+def test_keys_volcano_ignores_are_a_warning() -> None:
+    entry = {**ENTRY, "memoryFactor": 2}
+    found = vp.plan(demand(policy()), CONF, {"310P3": entry}, {})
+    assert found.verdicts["npu"].state == "ready"
+    assert "310P3.memoryFactor=2" in found.verdicts["npu"].message
+    assert any("memoryFactor" in w for w in found.warnings["npu"])
+
+
+def test_conflict_names_both_policies() -> None:
+    found = vp.plan(demand(policy("a"), policy("b", policy="spread")), CONF, {}, {})
+    assert "SharingPolicy a asks binpack weight 10" in found.verdicts["b"].message
+    assert "SharingPolicy b asks spread" in found.verdicts["a"].message
+
+
+def test_invalid_conf_says_where() -> None:
+    found = vp.plan(demand(policy()), "tiers:\n- plugins: [\n", {}, {})
+    assert "line 3, column 1" in found.verdicts["npu"].message
+    assert "left untouched" in found.verdicts["npu"].message
+
+
+def test_missing_hami_map_waits() -> None:
+    found = vp.plan(
+        demand(policy()), CONF, {}, {}, "HAMi's ConfigMap kube-system/hami-scheduler-device"
+    )
+    assert found.verdicts["npu"].reason == "WaitingForScheduler" and found.conf is None
+
+
+def test_write_records_previous_values_and_release_restores_them() -> None:
+    conf = v.edit(CONF, {v.POLICY: "spread"})  # a person's deviceshare, before Tessera
+    found = vp.plan(demand(policy()), conf, {"310P3": ENTRY}, {})
+    assert found.conf is not None
+    assert v.arguments(found.conf)[v.POLICY] == "binpack"
+    assert found.previous[v.POLICY] == "spread" and found.previous[v.CM_NAME] is None
+    released = vp.plan(VolcanoDemand(KEY, ()), found.conf, {}, found.previous)
+    assert released.conf is not None and v.arguments(released.conf) == {v.POLICY: "spread"}
+    assert v.edit(released.conf, {}) == released.conf
+
+
+def test_geometries_follow_version_and_digest_changes_with_them() -> None:
+    new = vp.plan(demand(policy(soft=True)), CONF, {"310P3": ENTRY}, {})
+    old = vp.plan(demand(policy(version="v1.15.0")), CONF, {"310P3": ENTRY}, {})
+    assert new.geometries == {
+        "vnpus": {
+            "hamiVnpuCore": True,
+            "configs": [{"chipName": "310P3", "commonWord": "Ascend310P", "templates": []}],
+        }
+    }
+    assert old.geometries == {
+        "vnpus": [{"chipName": "310P3", "commonWord": "Ascend310P", "templates": []}]
+    }
+    assert new.digest != old.digest
+    assert vp.plan(demand(policy(soft=True)), CONF, {"310P3": ENTRY}, {}).digest == new.digest
+
+
+CHANGE = "2026-12-02T01:00:00Z"
+
+
+def pod(name: str, created: str, restarted: str = "", **more: Any) -> dict[str, Any]:
+    notes = {r.RESTARTED_AT: restarted} if restarted else {}
+    meta = {"name": name, "labels": {"app": "volcano-scheduler"}, "creationTimestamp": created}
+    return {"metadata": {**meta, "annotations": notes, **more}}
+
+
+DEPLOYMENT = {"spec": {"replicas": 1, "selector": {"matchLabels": {"app": "volcano-scheduler"}}}}
+
+
+@pytest.mark.parametrize(
+    ("pods", "stale"),
+    [
+        ([pod("old", "2026-12-02T00:59:00Z")], ["old"]),
+        ([pod("same-second", CHANGE)], ["same-second"]),  # never a false "read it"
+        ([pod("new", "2026-12-02T01:00:01Z")], None),
+        ([pod("restarted", "2026-12-02T00:59:00Z", restarted=CHANGE)], None),
+        (
+            [
+                pod("old", "2026-12-02T00:59:00Z", deletionTimestamp=CHANGE),
+                pod("new", "2026-12-02T01:00:05Z"),
+            ],
+            None,
+        ),
+        ([], ["(no pod yet)"]),
+        (
+            [
+                {
+                    "metadata": {
+                        "name": "other",
+                        "labels": {"app": "x"},
+                        "creationTimestamp": "2026-12-02T00:00:00Z",
+                    }
+                }
+            ],
+            ["(no pod yet)"],
+        ),
+    ],
+)
+def test_stale_pods(pods: list[dict[str, Any]], stale: list[str] | None) -> None:
+    assert r.stale_pods(DEPLOYMENT, pods, CHANGE) == stale
+
+
+@pytest.mark.parametrize(
+    ("stamp", "due"),
+    [
+        (None, True),
+        ("2026-12-02T00:00:00Z", True),
+        (CHANGE, False),
+        ("2026-12-02T02:00:00Z", False),
+    ],
+)
+def test_restart_once_per_change(stamp: str | None, due: bool) -> None:
+    notes = {r.RESTARTED_AT: stamp} if stamp else {}
+    deployment = {"spec": {"template": {"metadata": {"annotations": notes}}}}
+    assert r.due(deployment, CHANGE) is due
+    assert r.due({"spec": r.patch(CHANGE)["spec"]}, CHANGE) is False
+
+
+def test_nvidia_and_ascend_policies_share_one_map_and_enable_both() -> None:
+    gpu = PolicyDemand(
+        "gpu",
+        SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": 10}}),
+        (),
+        False,
+        HamiCore.model_validate({"deviceSplitCount": 4}),
+        {"volcano": Detected(Version(1, 16, 0), "declared")},
+    )
+    found = vp.plan(demand(policy(), gpu), CONF, {"310P3": ENTRY}, {})
+    assert found.conf is not None and found.geometries is not None
+    args = v.arguments(found.conf)
+    assert args[v.ENABLE_VNPU] is True and args[v.ENABLE_VGPU] is True
+    assert list(found.geometries) == ["nvidia", "vnpus"]
+    assert found.geometries["nvidia"]["deviceSplitCount"] == 4
