@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import fleet, identity
+from devcluster import fleet, identity, schedulers
 from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
@@ -391,9 +391,21 @@ def test_plan_lists_the_pod_contract_writes(
     kube: Kube, user: User, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     """``tessera plan`` says what the operator will write: a create before the policy exists,
-    nothing once it is guarded, the binding's update when the policy turns to Deny."""
+    nothing once it is guarded, the binding's update when the policy turns to Deny. The
+    schedulers the policy names are installed: without them the plan cannot answer (exit 1)."""
     if policy(kube, NAME) is not None:
         delete_policy(kube, NAME)
+    schedulers.install_hami(kube)
+    schedulers.install_volcano(kube)
+    try:
+        _plan_story(kube, control_plane, tmp_path)
+    finally:
+        if policy(kube, NAME) is not None:
+            delete_policy(kube, NAME)
+        schedulers.uninstall(kube)
+
+
+def _plan_story(kube: Kube, control_plane: ControlPlane, tmp_path: Path) -> None:
     manifest = tmp_path / "policy.yaml"
     manifest.write_text(yaml.safe_dump(_policy("Warn")))
     code, doc, text = plan(control_plane.kubeconfig, manifest)
@@ -416,4 +428,3 @@ def test_plan_lists_the_pod_contract_writes(
         ("update", "ValidatingAdmissionPolicyBinding")
     ]
     assert f"~ update ValidatingAdmissionPolicyBinding {VAP} (Deny: " in text, text
-    delete_policy(kube, NAME)
