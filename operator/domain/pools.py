@@ -13,6 +13,7 @@ entries, keeping every config a node still points at or may roll back to.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import DraPool, MigLayout, NodePoolGe
 from tessera.domain import dra_rollout
 from tessera.domain.dra.naming import geometry_class
 from tessera.domain.geometry import ascend, capacity, catalog, migparted, vgpu, vgpu_catalog, vnpu
-from tessera.domain.geometry.layouts import GeometryError, config_name
+from tessera.domain.geometry.layouts import HASH_LEN, GeometryError, config_name
 from tessera.domain.rollout import DesiredNode
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
 
@@ -233,19 +234,26 @@ def configs_document(
     doc = yaml.safe_load(existing) if existing else None
     doc = doc if isinstance(doc, dict) else {}
     configs = dict(doc.get(section) or {})
-    prefix = config_name(pool, None).rsplit("-", 1)[0] + "-"
     keep = set(keep)
     updated = {
-        k: v for k, v in configs.items() if not k.startswith(prefix) or k in keep or k in wanted
+        k: v for k, v in configs.items() if not owns(pool, k) or k in keep or k in wanted
     }
     updated.update(wanted)
     if updated == configs and (doc.get("version") == "v1" or not updated):
-        return None  # unchanged; or nothing to hold (an empty section fails the vGPU parser)
+        return None  # unchanged; or nothing to hold and nothing there
+    # No configs left: no section at all. The agents' parsers refuse an empty one ("at least
+    # one entry in 'vgpu-configs' is required") but accept a file with only ``version``.
+    sections = {section: dict(sorted(updated.items()))} if updated else {}
     return yaml.safe_dump(
-        {"version": "v1", section: dict(sorted(updated.items()))},
-        sort_keys=False,
-        default_flow_style=None,
+        {"version": "v1", **sections}, sort_keys=False, default_flow_style=None
     )
+
+
+def owns(pool: str, name: str) -> bool:
+    """Whether ``name`` is one of ``pool``'s configs: exactly ``config_name``'s shape for it
+    (``tessera-<pool>-<hash>``), so pool ``vms`` never claims pool ``vms-big``'s configs."""
+    stem = config_name(pool, None).rsplit("-", 1)[0]
+    return re.fullmatch(rf"{re.escape(stem)}-[0-9a-f]{{{HASH_LEN}}}", name) is not None
 
 
 def physical_allocatable(

@@ -25,7 +25,7 @@ Counts = tuple[tuple[str, int], ...]
 Devices = int | str  # as the API model types it; tessera.api.v1alpha1.devices parses it
 MAX_DEVICES = grammar.MAX_INDEX + 1
 _LABEL_MAX = 63  # the config name is a node label value
-_HASH_LEN = 10
+HASH_LEN = 10
 
 
 class GeometryError(ValueError):
@@ -101,8 +101,8 @@ def per_device(
 def config_name(pool: str, payload: object) -> str:
     """``tessera-<pool>-<hash>``: a content hash, because agents never reload an edited key."""
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(f"{pool}\n{text}".encode()).hexdigest()[:_HASH_LEN]
-    room = _LABEL_MAX - len("tessera-") - 1 - _HASH_LEN
+    digest = hashlib.sha256(f"{pool}\n{text}".encode()).hexdigest()[:HASH_LEN]
+    room = _LABEL_MAX - len("tessera-") - 1 - HASH_LEN
     return f"tessera-{pool[:room].rstrip('-.')}-{digest}"
 
 
