@@ -134,9 +134,10 @@ def validate_vgpu_node(
 
 
 def resource_prefix(allocatable: Mapping[str, int]) -> str:
-    """``GRID`` on a node whose sandbox device plugin already advertises ``GRID_`` names
-    (older vGPU drivers), else ``NVIDIA``."""
-    older = any(r.startswith(f"nvidia.com/{OLDER}_") for r in allocatable)
+    """``GRID`` on a node whose sandbox device plugin advertises ``GRID_`` devices (older vGPU
+    drivers; a stale ``GRID_<type>: 0`` left after a driver upgrade does not count), else
+    ``NVIDIA``. Verification accepts either name (``rollout.targets.alloc_diff``)."""
+    older = any(r.startswith(f"nvidia.com/{OLDER}_") and n > 0 for r, n in allocatable.items())
     return OLDER if older else CURRENT
 
 

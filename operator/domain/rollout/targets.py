@@ -40,13 +40,41 @@ def agent_state(target: TargetSpec, node: NodeView) -> str | None:
     return node.labels.get(target.watch) if target.watch else SUCCESS
 
 
+# The sandbox device plugin names a vGPU resource after the driver's mdev type name:
+# ``NVIDIA <type>`` on current drivers, ``GRID <type>`` on older ones (docs/facts/vgpu.md).
+VGPU_NAMES = ("nvidia.com/NVIDIA_", "nvidia.com/GRID_")
+
+
 def alloc_diff(target: TargetSpec, node: NodeView) -> str:
-    """The first allocatable mismatch as a sentence, or ``""``."""
-    for key, want in sorted((target.alloc or {}).items()):
-        have = node.allocatable.get(key, 0)
-        if have != want:
-            return f"allocatable {key} is {have}, want {want}"
+    """The first allocatable mismatch as a sentence, or ``""``.
+
+    A vGPU resource may show under either driver's name: a count matches when one name has
+    it and the other has none (a fresh node shows neither before its first layout)."""
+    for key, want in sorted(_wanted(target.alloc or {}).items()):
+        names = _names(key)  # key is names[0]
+        have = [node.allocatable.get(n, 0) for n in names]
+        if not any(h == want and sum(have) == want for h in have):
+            also = "".join(f" (or as {n}, which is {h})" for n, h in zip(names[1:], have[1:]))
+            return f"allocatable {key} is {have[0]}, want {want}{also}"
     return ""
+
+
+def _names(key: str) -> tuple[str, ...]:
+    """``key`` and its other driver's name, the current one first."""
+    for prefix in VGPU_NAMES:
+        if key.startswith(prefix):
+            kind = key[len(prefix) :]
+            return tuple(p + kind for p in VGPU_NAMES)
+    return (key,)
+
+
+def _wanted(alloc: Mapping[str, int]) -> dict[str, int]:
+    """The expected counts with both names of a vGPU type folded into one."""
+    out: dict[str, int] = {}
+    for key, want in alloc.items():
+        first = _names(key)[0]
+        out[first] = out.get(first, 0) + want
+    return out
 
 
 def devices_diff(target: TargetSpec, node: NodeView) -> str:

@@ -183,6 +183,8 @@ def test_gpus_no_layout_covers_get_no_vgpu() -> None:
         ({}, "NVIDIA"),
         ({"nvidia.com/NVIDIA_A100-20C": 2}, "NVIDIA"),
         ({"nvidia.com/GRID_A100-20C": 2, "cpu": 64}, "GRID"),
+        ({"nvidia.com/GRID_A100-20C": 0, "nvidia.com/NVIDIA_A100-20C": 2}, "NVIDIA"),  # stale
+        ({"nvidia.com/GRID_A100-20C": 0}, "NVIDIA"),
     ],
 )
 def test_the_resource_prefix_follows_what_the_node_advertises(
