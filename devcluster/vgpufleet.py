@@ -5,8 +5,8 @@ operator's deploy labels of that workload (vgpu.md §1.4: sandbox device plugin,
 vGPU Device Manager, sandbox validator, CC manager, client — all ``true``), a GFD-like
 product and count, and NFD's PCI label; its allocatable has no ``nvidia.com/gpu`` (no container
 device plugin runs there) but whatever vGPU devices the sandbox device plugin advertises
-(``vgpunode``). VMs are virt-launcher-like pods (``kubevirt.io=virt-launcher``) of a Deployment
-or StatefulSet, placed by kube-scheduler by their ``nvidia.com/NVIDIA_<type>`` request; a VM
+(``vgpunode``). VMs are virt-launcher-like pods (``kubevirt.io=virt-launcher``, with the
+emptyDir volumes every virt-launcher pod mounts) of a Deployment or StatefulSet, placed by kube-scheduler by their ``nvidia.com/NVIDIA_<type>`` request; a VM
 that cannot be live-migrated is one whose eviction is refused, played by a PodDisruptionBudget
 of ``maxUnavailable: 0`` (KubeVirt's eviction webhook refuses such a VMI's virt-launcher pod).
 """
@@ -37,6 +37,9 @@ DEPLOY_LABELS = (
 PAUSED = "paused-for-vgpu-change"
 PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"  # NFD: an NVIDIA PCI device
 VIRT_LAUNCHER = {"kubevirt.io": "virt-launcher"}
+# A virt-launcher pod always mounts emptyDir volumes (KubeVirt's private, public, sockets,
+# libvirt runtime and ephemeral disks ...): a drain must be allowed to delete their data.
+LAUNCHER_EMPTY_DIRS = ("private", "public", "sockets", "libvirt-runtime", "ephemeral-disks")
 
 
 def node_spec(name: str, board: str, gpus: int = 1, pool: str = "") -> fleet.NodeSpec:
@@ -103,8 +106,12 @@ def vms(
                     "requests": {"cpu": "100m", resource(vgpu_type): "1"},
                     "limits": {resource(vgpu_type): "1"},
                 },
+                "volumeMounts": [
+                    {"name": v, "mountPath": f"/var/run/kubevirt-{v}"} for v in LAUNCHER_EMPTY_DIRS
+                ],
             }
         ],
+        "volumes": [{"name": v, "emptyDir": {}} for v in LAUNCHER_EMPTY_DIRS],
     }
     if node_selector:
         pod["nodeSelector"] = dict(node_selector)

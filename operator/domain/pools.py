@@ -235,18 +235,14 @@ def configs_document(
     doc = doc if isinstance(doc, dict) else {}
     configs = dict(doc.get(section) or {})
     keep = set(keep)
-    updated = {
-        k: v for k, v in configs.items() if not owns(pool, k) or k in keep or k in wanted
-    }
+    updated = {k: v for k, v in configs.items() if not owns(pool, k) or k in keep or k in wanted}
     updated.update(wanted)
     if updated == configs and (doc.get("version") == "v1" or not updated):
         return None  # unchanged; or nothing to hold and nothing there
     # No configs left: no section at all. The agents' parsers refuse an empty one ("at least
     # one entry in 'vgpu-configs' is required") but accept a file with only ``version``.
     sections = {section: dict(sorted(updated.items()))} if updated else {}
-    return yaml.safe_dump(
-        {"version": "v1", **sections}, sort_keys=False, default_flow_style=None
-    )
+    return yaml.safe_dump({"version": "v1", **sections}, sort_keys=False, default_flow_style=None)
 
 
 def owns(pool: str, name: str) -> bool:

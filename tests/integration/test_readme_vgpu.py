@@ -13,6 +13,7 @@ names the ConfigMap Tessera writes.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
@@ -66,10 +67,12 @@ def test_the_readme_pool_gives_vms_the_resource_kubevirt_is_told_to_permit(
     assert f"vgpuDeviceManager.config.name={c.VGPU_CONFIGMAP_NAME}" in helm, helm
     assert label[:3] == ["kubectl", "label", "node"], label
     nodes = [a for a in label[3:] if "=" not in a]
-    specs = [vgpufleet.node_spec(n, BOARD, gpus=2) for n in nodes]
+    gpus = int(dict(a.split("=", 1) for a in label[3:] if "=" in a)[c.GPU_COUNT_LABEL])
+    specs = [vgpufleet.node_spec(n, BOARD, gpus=gpus) for n in nodes]
     manifests = [vgpufleet.node_manifest(s) for s in specs]
-    for manifest in manifests:  # the GPU Operator's deploy labels, not yet the workload label
-        del manifest["metadata"]["labels"][c.GPU_WORKLOAD_CONFIG_LABEL]
+    for manifest in manifests:  # the GPU Operator's deploy labels only: the rest is the README's
+        for key in (c.GPU_WORKLOAD_CONFIG_LABEL, c.GPU_PRODUCT_LABEL, c.GPU_COUNT_LABEL):
+            del manifest["metadata"]["labels"][key]
     fleet.create_from_manifests(kube, manifests)
     kubectl.ok(*label[1:])  # as printed, after "kubectl"
     pool = pool_obj["metadata"]["name"]
@@ -78,7 +81,7 @@ def test_the_readme_pool_gives_vms_the_resource_kubevirt_is_told_to_permit(
     ((vgpu_type, per_gpu),) = pool_obj["spec"]["vgpu"]["layouts"][0]["types"].items()
     resource = vgpufleet.resource(vgpu_type)
     for name in nodes:
-        assert advertised(kube, name) == {resource: str(2 * per_gpu)}, name
+        assert advertised(kube, name) == {resource: str(gpus * per_gpu)}, name
     (permitted,) = kubevirt["spec"]["configuration"]["permittedHostDevices"]["mediatedDevices"]
     assert permitted["mdevNameSelector"] == f"NVIDIA {vgpu_type}", permitted
     assert permitted["resourceName"] == resource and permitted["externalResourceProvider"]
@@ -90,6 +93,16 @@ def test_the_readme_pool_gives_vms_the_resource_kubevirt_is_told_to_permit(
     vgpufleet.deploy_vms(kube, NS, vgpufleet.vms("desktop", vgpu_type, 2, on_pool))
     pods = wait_running(kube, NS, "desktop", 2, 90)
     assert {p["spec"]["nodeName"] for p in pods} <= set(nodes)
+
+    # "A later change of types rolls node by node": the VMs' virt-launcher pods (emptyDir
+    # volumes, as every one has) are evicted and come back on the new layout.
+    half = {"vgpu": {"layouts": [{"devices": "all", "types": {vgpu_type: per_gpu // 2}}]}}
+    kubectl.ok("patch", "nodepoolgeometry", pool, "--type=merge", "-p", json.dumps({"spec": half}))
+    wait_ready(kube, pool, 240, "the README's vGPU pool after a change of counts")
+    for name in nodes:
+        assert advertised(kube, name) == {resource: str(gpus * (per_gpu // 2))}, name
+    moved = wait_running(kube, NS, "desktop", 2, 90)
+    assert {p["metadata"]["uid"] for p in moved}.isdisjoint(p["metadata"]["uid"] for p in pods)
     kube.delete(path_of("v1", "namespaces", NS))  # its pods would hold the nodes' vGPUs
     kube.delete(f"{NPG}/{pool}")
     eventually(lambda: npg(kube, pool) is None, 60, f"{pool} deleted")

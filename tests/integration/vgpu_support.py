@@ -41,7 +41,9 @@ def vgpu_agents(kube: Kube) -> Iterator[None]:
 def create_pool(
     kube: Kube, pool: str, nodes: int, spec_layout: dict[str, Any], **rollout: Any
 ) -> list[str]:
-    """``nodes`` vm-vgpu nodes of two GPUs and the pool over them (Ready once applied)."""
+    """``nodes`` vm-vgpu nodes of two GPUs and the pool over them (Ready once applied); its
+    drain may delete emptyDir data, as every virt-launcher pod mounts emptyDir."""
+    rollout["drain"] = {"deleteEmptyDirData": True, **rollout.get("drain", {})}
     names = vgpufleet.create_nodes(kube, vgpufleet.pool(pool, BOARD, nodes, gpus=2))
     kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, spec_layout, **rollout)))
     return names

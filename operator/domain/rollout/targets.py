@@ -54,7 +54,9 @@ def alloc_diff(target: TargetSpec, node: NodeView) -> str:
         names = _names(key)  # key is names[0]
         have = [node.allocatable.get(n, 0) for n in names]
         if not any(h == want and sum(have) == want for h in have):
-            also = "".join(f" (or as {n}, which is {h})" for n, h in zip(names[1:], have[1:]))
+            also = "".join(
+                f" (or as {n}, which is {h})" for n, h in zip(names[1:], have[1:], strict=True)
+            )
             return f"allocatable {key} is {have[0]}, want {want}{also}"
     return ""
 
