@@ -143,10 +143,10 @@ def _vgpu(
     resources (``NVIDIA_<type>``, or ``GRID_<type>`` where the node already shows that)."""
     assert spec.vgpu is not None
     workload = labels.get(c.GPU_WORKLOAD_CONFIG_LABEL)
-    if workload and workload != "vm-vgpu":
+    if workload != "vm-vgpu":  # absent: the GPU Operator's default workload, container
         raise ValueError(
-            f"node's {c.GPU_WORKLOAD_CONFIG_LABEL} is {workload}: the GPU Operator runs the vGPU "
-            "Device Manager only on vm-vgpu nodes"
+            f"node's {c.GPU_WORKLOAD_CONFIG_LABEL} is {workload or 'unset (container)'}: the GPU "
+            "Operator runs the vGPU Device Manager only on vm-vgpu nodes"
         )
     product, count = labels.get(c.GPU_PRODUCT_LABEL), labels.get(c.GPU_COUNT_LABEL, "")
     if not product or not count.isdigit():

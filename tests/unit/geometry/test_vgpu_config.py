@@ -72,9 +72,13 @@ def test_a_node_that_cannot_take_the_layout_is_invalid_with_the_reason(
         assert word in target.desired.invalid
 
 
-def test_a_node_without_a_workload_label_is_taken_as_the_operators_default() -> None:
+def test_a_node_without_a_workload_label_runs_the_operators_default_container_workload() -> None:
+    """The GPU Operator's default workload is ``container``: no vGPU Device Manager there."""
     labels = {k: v for k, v in A100_NODE.items() if k != c.GPU_WORKLOAD_CONFIG_LABEL}
-    assert not pools.target_for("vms", spec({"types": {"A100-20C": 2}}), labels, {}).desired.invalid
+    target = pools.target_for("vms", spec({"types": {"A100-20C": 2}}), labels, {})
+    assert target.config is None
+    for word in (c.GPU_WORKLOAD_CONFIG_LABEL, "unset (container)", "only on vm-vgpu nodes"):
+        assert word in target.desired.invalid
 
 
 def _document(existing: str, *layout_sets: list[dict[str, Any]]) -> str:

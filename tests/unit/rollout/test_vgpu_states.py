@@ -17,7 +17,11 @@ from tessera.domain.rollout.state import NodeState
 from tessera.domain.rollout.targets import labels_to_write, target_of
 from tessera.domain.rollout.views import NodeView
 
-NODE = {c.GPU_PRODUCT_LABEL: "NVIDIA-A100-PCIE-40GB", c.GPU_COUNT_LABEL: "2"}
+NODE = {
+    c.GPU_PRODUCT_LABEL: "NVIDIA-A100-PCIE-40GB",
+    c.GPU_COUNT_LABEL: "2",
+    c.GPU_WORKLOAD_CONFIG_LABEL: "vm-vgpu",
+}
 
 
 def _desired(types: dict[str, int]) -> rollout.DesiredNode:
