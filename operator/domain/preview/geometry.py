@@ -20,7 +20,7 @@ from tessera.domain import cluster as observe
 from tessera.domain import empty_pools, pool_claims, pools, rollout
 from tessera.domain.rollout import selection
 
-from .geometry_configs import current_configs, describe, diff, fold
+from .geometry_configs import current_configs, describe, diff, fold, unlabelled
 from .model import Cluster, Locations, Raw, object_action
 from .results import ConfigDiff, NodeChange, ObjectPreview
 
@@ -140,7 +140,7 @@ def _changes(
         view = seen.views[report.name]
         target = seen.targets[report.name]
         current = view.labels.get(label)
-        was = describe(configs.get(current)) if current else "no layout yet"
+        was = describe(configs.get(current)) if current else unlabelled(spec)
         if current and current not in configs:
             was = current
         now_ = describe(target.config[1]) if target.config else "impossible"

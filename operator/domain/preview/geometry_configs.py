@@ -48,6 +48,14 @@ def describe(entries: Iterable[Mapping[str, Any]] | None) -> str:
     return "; ".join(parts) or "whole devices"
 
 
+def unlabelled(spec: NodePoolGeometrySpec | None) -> str:
+    """What a node without a config label runs: on a vm-vgpu node the vGPU Device Manager has
+    applied its default config (``vgpuDeviceManager.config.default``) at start."""
+    if spec is not None and pools.is_vgpu(spec):
+        return "the device manager's default config"
+    return "no layout yet"
+
+
 def ranges(indexes: Iterable[int]) -> str:
     """``[0, 1, 2, 3, 5]`` as ``0-3,5``."""
     spans: list[list[int]] = []

@@ -25,7 +25,7 @@ from tessera.domain import pools, rollout, selectors
 from tessera.domain.geometry.layouts import config_name
 from tessera.domain.rollout.releasing import release
 
-from .geometry_configs import current_configs, describe
+from .geometry_configs import current_configs, describe, unlabelled
 from .model import Cluster, Locations, Raw
 from .results import Deletion, ObjectPreview, Release
 
@@ -97,7 +97,7 @@ def deletion(
         target = _layout(configs, _target_label(view, label), "")
         released.append(release_of(view, target, then, waits, done.warnings))
     kept = {
-        v.name: _layout(configs, v.labels.get(label), "no layout yet")
+        v.name: _layout(configs, v.labels.get(label), unlabelled(spec))
         for v in views
         if spec is not None and selectors.matches(spec.node_selector, v.labels)
     }

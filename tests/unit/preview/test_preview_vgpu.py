@@ -96,3 +96,12 @@ def test_plan_of_a_type_the_board_lacks_says_why_and_writes_no_config() -> None:
     assert result.configs == ()
     assert any("A100D-20C" in p and "A100-PCIE-40GB" in p for p in obj.problems)
     assert [ch.after for ch in obj.changes] == ["impossible"]
+
+
+def test_plan_of_a_fresh_vm_node_says_it_runs_the_device_managers_default() -> None:
+    """An unlabelled vm-vgpu node is not empty: the device manager applied its default."""
+    result = preview.preview(world(*_vgpu_nodes("vms", 1)), [npg("vms", NEW)], T0)
+    (obj,) = result.objects
+    assert [(ch.before, ch.after) for ch in obj.changes] == [
+        ("the device manager's default config", "all: 2xA100-20C")
+    ]
