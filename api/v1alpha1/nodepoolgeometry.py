@@ -81,6 +81,12 @@ class NodePoolGeometrySpec(ApiModel):
                 ".allocation",
             ),
             cel(
+                "!has(self.vgpu) || !has(self.rollout) || !has(self.rollout.drain) "
+                "|| !has(self.rollout.drain.force) || !self.rollout.drain.force",
+                vgpu_rules.VGPU_NO_FORCE,
+                ".rollout.drain.force",
+            ),
+            cel(
                 "!has(self.dra) || (has(self.allocation) && self.allocation == 'DRA')",
                 "spec.dra applies only to a pool with allocation: DRA",
                 ".dra",

@@ -31,6 +31,10 @@ VGPU_ALONE = (
     "vgpu is exclusive with mig and vnpu: a GPU is partitioned by MIG for containers or into "
     "vGPU devices for VMs (MIG-backed vGPU types set MIG themselves)"
 )
+VGPU_NO_FORCE = (
+    "drain.force cannot be set on a vgpu pool: a VM's virt-launcher pod leaves by live "
+    "migration after its eviction, and deleting it would kill the VM"
+)
 VGPU_NOT_DRA = (
     "a vgpu pool serves VMs through the sandbox device plugin; allocation DRA is for containers"
 )

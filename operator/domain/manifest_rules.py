@@ -69,7 +69,7 @@ def messages() -> frozenset[str]:
     """Every message these rules give: the CRDs' CEL messages they are the twins of."""
     fixed = {MAX_UNAVAILABLE, MIG_XOR_VNPU, ONE_ALL, SELECTOR_XOR_POOL, SOME_LIMIT, _RESOURCES[1]}
     fixed |= {DRA_ONLY_FOR_DRA, DRA_NOT_ASCEND, DRA_MIXED_ONLY, DRA_NEEDS_POOL, DRA_NO_HAMI}
-    fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA}
+    fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
     fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
     blocks |= {_dra_block_message(block, backend) for block, backend in DRA_BLOCKS}
@@ -123,6 +123,8 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
         yield "vgpu", vgpu.VGPU_ALONE
     if "vgpu" in spec and dra:
         yield "allocation", vgpu.VGPU_NOT_DRA
+    if "vgpu" in spec and ((spec.get("rollout") or {}).get("drain") or {}).get("force") is True:
+        yield "rollout.drain.force", vgpu.VGPU_NO_FORCE
     for block, counts in (("mig", "profiles"), ("vnpu", "templates"), ("vgpu", "types")):
         layouts = (spec.get(block) or {}).get("layouts") or []
         if sum(1 for lay in layouts if lay.get("devices", "all") == "all") > 1:
