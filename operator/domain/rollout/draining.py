@@ -47,6 +47,12 @@ class Held:
 
     def __str__(self) -> str:
         by = f"PodDisruptionBudget {self.pdb}" if self.pdb else "a PodDisruptionBudget"
+        if self.refused and not self.pdb:  # e.g. KubeVirt migrating the VM: the pod leaves later
+            return (
+                f"eviction of pod {self.pod} refused (429) with no PodDisruptionBudget selecting "
+                "it: an admission webhook (KubeVirt live-migrating a VM) or a budget not seen "
+                "yet; retrying"
+            )
         if self.refused:
             return f"eviction of pod {self.pod} refused by {by}; retrying"
         return f"eviction of pod {self.pod} blocked by {by} (0 disruptions allowed)"

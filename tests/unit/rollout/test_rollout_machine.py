@@ -454,7 +454,8 @@ HELD_BY_PDB = {
     "a refused eviction no PDB here explains: the pod is still named": (
         [gpu_pod("a")],
         evicted("ml/a@uid-a", 1, 2),
-        "eviction of pod ml/a refused by a PodDisruptionBudget; retrying",
+        "eviction of pod ml/a refused (429) with no PodDisruptionBudget selecting it: an "
+        "admission webhook (KubeVirt live-migrating a VM) or a budget not seen yet; retrying",
     ),
 }
 
