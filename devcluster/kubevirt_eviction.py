@@ -43,6 +43,7 @@ class KubevirtEvacuation:
         self.kube = kube
         self.migrate_seconds = migrate_seconds
         self.refused: dict[str, int] = {}  # namespace/name -> evictions refused (tests read it)
+        self.migrated: set[str] = set()  # pods this "migration" removed, still live until then
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
         self._dir = tempfile.TemporaryDirectory(prefix="sim-kubevirt-")
@@ -91,8 +92,15 @@ class KubevirtEvacuation:
         return {"uid": request["uid"], "allowed": False, "status": status}
 
     def _migrated(self, ns: str, name: str) -> None:
+        """The migration ends: the source pod goes (if nobody else deleted it meanwhile)."""
+        path = path_of("v1", "pods", name, ns)
         try:
-            self.kube.delete(path_of("v1", "pods", name, ns))
+            pod = self.kube.get_or_none(path)
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
+                return
+            self.kube.delete(path)
+            with self._lock:
+                self.migrated.add(f"{ns}/{name}")
         except ApiError as err:
             if not err.not_found:
                 log.warning("sim kubevirt: deleting migrated pod %s/%s: %s", ns, name, err)

@@ -62,6 +62,7 @@ def test_a_refused_eviction_is_a_live_migration_tessera_waits_through(
     for pod in before:  # each VM's eviction refused (429) first, its pod gone afterwards
         ref = f"{ns}/{pod['metadata']['name']}"
         assert kubevirt.refused.get(ref, 0) >= 1, (ref, kubevirt.refused)
+        assert ref in kubevirt.migrated, (ref, kubevirt.migrated)  # live until migrated
         assert pod["metadata"]["uid"] in ledger.evicted, ref
     assert {p["metadata"]["uid"] for p in after}.isdisjoint(ledger.evicted)
     assert_released(kube, pool)
