@@ -180,6 +180,8 @@ class GpuNodeAgents:
         labels = node["metadata"].get("labels", {})
         if fleet.DRA_NODE_LABEL in labels:
             return  # the DRA stack's node: no device plugin (the DRA driver announces the GPUs)
+        if labels.get("gpu") == "on":
+            return  # HAMi's node (its DaemonSet's nodeSelector): HAMi's plugin runs (hami_nvidia)
         applied = (
             node["metadata"].get("annotations", {}).get(APPLIED_MIG)
             if labels.get(c.MIG_CONFIG_STATE_LABEL) == "success"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from devcluster import hami_ascend
+from devcluster import hami_ascend, hami_config
 from tessera.api import constants as c
 from tessera.domain.sharing import nodes
 
@@ -56,3 +56,64 @@ def test_registration_publishes_slots_per_card_and_lists_the_cards(
 def test_node_entries(data: dict[str, str], names: list[str]) -> None:
     entries = hami_ascend.node_entries({"data": data})
     assert [e["name"] for e in entries] == names
+
+
+LIST_FORM = """\
+vnpus:
+- {chipName: 310P3, commonWord: Ascend310P, memoryAllocatable: 21527, aiCore: 8,
+   templates: [{name: vir01, memory: 3072}, {name: vir04, memory: 12288}]}
+"""
+WRAPPER = """\
+vnpus:
+  hamiVnpuCore: {core}
+  configs:
+  - {{chipName: 310P3, commonWord: Ascend310P, memoryAllocatable: 21527, aiCore: 8,
+     templates: [{{name: vir02, memory: 6144}}]}}
+"""
+
+
+def _map(text: str) -> dict[str, Any]:
+    return {"data": {"device-config.yaml": text}}
+
+
+@pytest.mark.parametrize(
+    ("text", "entry", "soft", "slots"),
+    [
+        pytest.param(LIST_FORM, None, "false", 7, id="list-form-has-no-global-soft"),
+        pytest.param(WRAPPER.format(core="true"), None, "true", 3, id="global-soft-on"),
+        pytest.param(WRAPPER.format(core="false"), None, "false", 3, id="global-soft-off"),
+        pytest.param(
+            WRAPPER.format(core="true"),
+            {"name": "n", "hami-vnpu-core": False},
+            "false",
+            3,
+            id="node-entry-turns-it-off",
+        ),
+        pytest.param(
+            LIST_FORM,
+            {"name": "n", "hami-vnpu-core": True, "vDeviceCount": 5},
+            "true",
+            5,
+            id="node-entry-turns-it-on",
+        ),
+    ],
+)
+def test_the_global_hami_vnpu_core_and_the_node_override(
+    text: str, entry: dict[str, Any] | None, soft: str, slots: int
+) -> None:
+    config = hami_ascend.vnpus(_map(text))
+    chip = config.chips["310P3"]
+    annotations, devices = hami_ascend.registration("n", chip, 2, entry, config.hami_vnpu_core)
+    assert annotations[c.HAMI_VNPU_CORE_ANNOTATION] == soft
+    assert devices == {NPU: 2 * slots}
+    devcore = {card["devcore"] for card in json.loads(annotations[REGISTER])}
+    assert devcore == ({100} if soft == "true" else {8})
+
+
+def test_without_the_map_the_chart_values_apply_and_a_broken_map_is_an_error() -> None:
+    assert hami_ascend.vnpus(None).chips["310P3"] == P310
+    assert hami_ascend.vnpus(None).hami_vnpu_core is False
+    with pytest.raises(hami_config.ConfigError, match="vnpus"):
+        hami_ascend.vnpus(_map("vnpus: {hamiVnpuCore: yes-please, configs: []}"))
+    with pytest.raises(hami_config.ConfigError):
+        hami_ascend.vnpus(_map("vnpus: [unclosed"))
