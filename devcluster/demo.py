@@ -4,7 +4,9 @@ and the progress table ``make demo`` prints while the pools roll out.
 The scenario matches ``config/samples``: every sample selects nodes here.
 Whole-GPU pools (``notebooks``, ``a10-hami``) carry ``mig.strategy=none``, as
 GFD reports on GPUs without MIG; the simulator's catalog knows MIG-capable
-models only, so they are A30s with MIG off. The DRA pool (``h100-dra``) runs the
+models only, so they are A30s with MIG off; ``a10-hami``'s are labelled ``gpu=on``,
+where HAMi's NVIDIA device plugin runs (``hami_nvidia``) instead of the GPU Operator's. The
+DRA pool (``h100-dra``) runs the
 simulated NVIDIA DRA driver instead of the device plugin (``fleet.pool(..., dra=True)``,
 ``dradriver``). The vGPU pool (``a100-vms``) is two vm-vgpu nodes of eight A100 PCIe 40GB
 GPUs, run by the simulated vGPU Device Manager and sandbox device plugin (``vgpunode``).
@@ -25,11 +27,22 @@ from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
-from . import dradriver, fleet, gpunode, hami_ascend, identity, npunode, vgpufleet, vgpunode
+from . import (
+    dradriver,
+    fleet,
+    gpunode,
+    hami_ascend,
+    hami_nvidia,
+    identity,
+    npunode,
+    vgpufleet,
+    vgpunode,
+)
 from . import session as dev_session
 
 TENANT_LABEL = "tessera.io/tenant"
 WHOLE_GPU = {c.MIG_STRATEGY_LABEL: "none", "nvidia.com/mig.capable": "false"}
+HAMI_GPU = {hami_nvidia.NODE_LABEL: hami_nvidia.NODE_VALUE}
 AGENT_NAMESPACES = ("gpu-operator", "tessera-system")
 
 
@@ -42,6 +55,7 @@ class Scenario:
     namespaces: tuple[tuple[str, str], ...]  # (namespace, tenant)
     dra: tuple[str, ...] = ()  # pools whose nodes run the DRA driver, not the device plugin
     vgpu: tuple[str, ...] = ()  # pools of vm-vgpu nodes (model: a board of vgpu_boards.yaml)
+    hami: tuple[str, ...] = ()  # pools whose nodes run HAMi's NVIDIA device plugin (gpu=on)
 
     def nodes(self) -> list[fleet.NodeSpec]:
         specs: list[fleet.NodeSpec] = []
@@ -67,6 +81,7 @@ DEMO = Scenario(
     namespaces=(("team-a-dev", "team-a"), ("team-a-prod", "team-a")),
     dra=("h100-dra",),
     vgpu=("a100-vms",),
+    hami=("a10-hami",),
 )
 
 
@@ -83,8 +98,12 @@ def build(kube: Kube, scenario: Scenario = DEMO) -> list[str]:
     created += vgpufleet.create_nodes(kube, vms, wait=False)
     fleet.wait_schedulable(kube, created)
     for spec in fresh:
-        if spec.pool in scenario.whole_gpu:
-            kube.patch(path_of("v1", "nodes", spec.name), {"metadata": {"labels": WHOLE_GPU}})
+        labels = {
+            **(WHOLE_GPU if spec.pool in scenario.whole_gpu else {}),
+            **(HAMI_GPU if spec.pool in scenario.hami else {}),
+        }
+        if labels:
+            kube.patch(path_of("v1", "nodes", spec.name), {"metadata": {"labels": labels}})
     return created
 
 
@@ -104,6 +123,7 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
     sims: list[Any] = [
         gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
         hami_ascend.HamiAscendPlugin(kube).start(),
+        hami_nvidia.HamiNvidiaPlugin(kube).start(),
         npunode.AscendNodes(kube, workdir).start(),
         dradriver.DraDriver(kube).start(),
         vgpunode.VgpuNodeAgents(kube, reconfigure_seconds=0.3).start(),
@@ -111,6 +131,7 @@ def run_agents(kube: Kube, workdir: Path, stop: threading.Event) -> list[str]:
     names = [
         "gpu-agents (MIG manager, device-plugin config manager, GFD)",
         "HAMi Ascend device plugin (nodes labelled ascend=on)",
+        "HAMi NVIDIA device plugin (nodes labelled gpu=on)",
         "vnpu agents (one per Ascend node, fake npu-smi)",
         f"NVIDIA DRA driver's kubelet plugin (nodes labelled {fleet.DRA_NODE_LABEL}=true)",
         "vGPU Device Manager and sandbox device plugin (vm-vgpu nodes)",

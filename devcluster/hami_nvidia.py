@@ -24,6 +24,9 @@ per GPU (``id``, ``index``, ``count``, ``devmem``, ``devcore``, ``type``, ``numa
 type, ``device-config.yaml`` broken) stops the plugin: nothing is registered, and the node is
 annotated ``sim.tessera.io/hami-plugin-error`` with the reason.
 
+Fault injection by node annotation: ``sim.tessera.io/hami-plugin-stuck: "true"`` keeps what the
+plugin registered, as a real plugin does until its pod restarts; removing it is the restart.
+
 Simplified: the plugin reads its config at start-up (a change takes a plugin restart); here a
 change applies at once. GPUs are healthy, ``filterdevices`` is ignored, memory comes from the
 simulator's tables (approximate), and no handshake annotation is written (HAMi's scheduler, which
@@ -53,6 +56,7 @@ log = logging.getLogger(__name__)
 NODE_LABEL, NODE_VALUE = "gpu", "on"  # the chart's devicePlugin.nvidiaNodeSelector
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 ERROR_ANNOTATION = "sim.tessera.io/hami-plugin-error"
+STUCK_ANNOTATION = "sim.tessera.io/hami-plugin-stuck"
 GPU = "nvidia.com/gpu"
 _UINT, _FLOAT = ("devicesplitcount",), ("devicememoryscaling", "devicecorescaling")
 # GPUs without MIG, which the MIG tables leave out: (NVML name, memory MiB).
@@ -159,6 +163,22 @@ def registration(
     return json.dumps(devices), count * gpus
 
 
+def pool(name: str, count: int, gpus: int = 4, product: str = "NVIDIA-A10") -> list[Obj]:
+    """Node manifests (``fleet.create_from_manifests``) of ``count`` HAMi nodes ``<name>-<i>``
+    of pool ``name``: ``gpus`` GPUs of a GFD ``product`` without MIG, labelled ``gpu=on``."""
+    out = []
+    for spec in fleet.pool(name, "A30-24GB", count, gpus):  # the table's whole-GPU stand-in
+        manifest = fleet.node_manifest(spec)
+        manifest["metadata"]["labels"] |= {
+            c.GPU_PRODUCT_LABEL: product,
+            c.MIG_STRATEGY_LABEL: "none",
+            "nvidia.com/mig.capable": "false",
+            NODE_LABEL: NODE_VALUE,
+        }
+        out.append(manifest)
+    return out
+
+
 class HamiNvidiaPlugin:
     """HAMi's NVIDIA device plugin on every ``gpu=on`` node, level-triggered from two informers."""
 
@@ -223,6 +243,8 @@ class HamiNvidiaPlugin:
     def _sync(self, node: Obj) -> None:
         meta = node["metadata"]
         labels = meta.get("labels") or {}
+        if (meta.get("annotations") or {}).get(STUCK_ANNOTATION) == "true":
+            return  # registered at its start, not restarted since
         count = labels.get(c.GPU_COUNT_LABEL, "0")
         try:
             defaults = hami_config.nvidia(

@@ -192,6 +192,11 @@ def sharing_facts(node: Raw) -> node_facts.NodeFacts:
         annotations,
         npus=node_facts.physical_npus(annotations, npu, int(count) if count.isdigit() else 0),
         npu_resource=npu,
+        allocatable={
+            k: int(str(v)) if str(v).isdigit() else 0
+            for k, v in alloc.items()
+            if k.startswith(c.ACCELERATOR_RESOURCE_PREFIXES)
+        },
     )
 
 

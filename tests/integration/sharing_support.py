@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from builders import SharingPolicyWrapper
-from devcluster import fleet, gpunode
+from devcluster import fleet, gpunode, hami_nvidia
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
@@ -21,9 +22,15 @@ HAMI_CM = path_of("v1", "configmaps", c.HAMI_NVIDIA_CONFIGMAP_NAME, "kube-system
 GPU = "nvidia.com/gpu"
 
 
-def nodes(kube: Kube, pool: str, count: int, mig_strategy: str = "mixed") -> list[str]:
-    """``count`` 8-GPU H100 nodes; MPS needs ``mig_strategy="none"`` (the plugin refuses mixed)."""
-    names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", count))
+def nodes(
+    kube: Kube, pool: str, count: int, mig_strategy: str = "mixed", *, hami: bool = False
+) -> list[str]:
+    """``count`` 8-GPU H100 nodes; MPS needs ``mig_strategy="none"`` (the plugin refuses mixed).
+    ``hami``: labelled ``gpu=on``, where HAMi's device plugin runs (``hami_nvidia``)."""
+    specs = fleet.pool(pool, "H100-80GB", count)
+    if hami:
+        specs = [replace(s, labels={**s.labels, hami_nvidia.NODE_LABEL: "on"}) for s in specs]
+    names = fleet.create_nodes(kube, specs)
     if mig_strategy != "mixed":
         for name in names:
             patch = {"metadata": {"labels": {c.MIG_STRATEGY_LABEL: mig_strategy}}}

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devcluster import gpunode
+from devcluster import gpunode, hami_nvidia
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
@@ -56,7 +56,9 @@ def agents(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
     namespace(kube, "gpu-operator")
     namespace(kube, "sp-work")
     sim = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start()
+    hami = hami_nvidia.HamiNvidiaPlugin(kube).start()  # on the gpu=on nodes (nodes(hami=True))
     yield
+    hami.stop()
     sim.stop()
 
 
@@ -120,7 +122,7 @@ def test_mps_first_config_rolls_out_and_leaves_the_node_schedulable(kube: Kube) 
 
 
 def test_hami_core_writes_its_fields_and_keeps_every_human_field(kube: Kube) -> None:
-    names = nodes(kube, "sp-hami", 2)
+    names = nodes(kube, "sp-hami", 2, hami=True)
     human = {"name": "someone-elses-node", "operatingmode": "mig", "migstrategy": "none"}
     filters = {"uuid": ["GPU-1"], "index": []}
     try:
@@ -152,7 +154,7 @@ def test_hami_core_writes_its_fields_and_keeps_every_human_field(kube: Kube) -> 
 
 
 def test_hami_mps_mode_says_what_upstream_hami_really_runs(kube: Kube) -> None:
-    names = nodes(kube, "sp-hmps", 1)
+    names = nodes(kube, "sp-hmps", 1, hami=True)
     create_policy(kube, "sp-hmps", "sp-hmps", "HAMiCore", hamiCore={"mode": "MPS"})
     obj = wait_ready(kube, "sp-hmps", 90)
     fallback = condition(obj, "BackendFallback")
@@ -245,7 +247,7 @@ def test_drift_is_restored_with_an_event_and_a_converged_cluster_gets_no_writes(
 
 
 def test_hami_entry_drift_is_restored_and_the_human_fields_stay(kube: Kube) -> None:
-    names = nodes(kube, "sp-hdrift", 1)
+    names = nodes(kube, "sp-hdrift", 1, hami=True)
     create_policy(kube, "sp-hdrift", "sp-hdrift", "HAMiCore", hamiCore={"deviceSplitCount": 4})
     wait_ready(kube, "sp-hdrift", 90)
     entries = hami_entries(kube)
@@ -264,7 +266,7 @@ def test_deletion_returns_nodes_to_the_default_and_removes_only_tesseras_entries
     kube: Kube,
 ) -> None:
     ts_nodes = nodes(kube, "sp-del", 2)
-    hami_nodes = nodes(kube, "sp-delh", 1)
+    hami_nodes = nodes(kube, "sp-delh", 1, hami=True)
     create_policy(kube, "sp-del", "sp-del", "TimeSlicing", timeSlicing={"replicas": 3})
     create_policy(kube, "sp-delh", "sp-delh", "HAMiCore", hamiCore={"deviceSplitCount": 2})
     key = wait_ready(kube, "sp-del")["status"]["configKey"]

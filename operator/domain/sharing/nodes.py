@@ -32,7 +32,9 @@ class NodeFacts:
     before sharing (GFD ``gpu.count``); ``mig_devices`` maps each MIG resource
     advertised under ``mixed`` to its count. ``compute_capability`` is
     ``None`` when GFD has not said, in which case the lenient MPS limit (48) is
-    assumed and the daemon's own check remains the last word.
+    assumed and the daemon's own check remains the last word. ``allocatable`` is
+    what the node advertises now (its ``nvidia.com/*`` and ``huawei.com/*``
+    resources): what a plugin really registered, where ``gpus`` is the hardware.
     """
 
     name: str
@@ -46,6 +48,7 @@ class NodeFacts:
     compute_capability: tuple[int, int] | None = None
     npus: int = 0
     npu_resource: str | None = None
+    allocatable: Mapping[str, int] = field(default_factory=dict)  # accelerators, as observed
 
     @property
     def plugin_config(self) -> str | None:
@@ -65,6 +68,7 @@ def from_node(
     *,
     npus: int = 0,
     npu_resource: str | None = None,
+    allocatable: Mapping[str, int] | None = None,
 ) -> NodeFacts:
     """Read GFD (and Ascend) labels into ``NodeFacts``.
 
@@ -97,6 +101,7 @@ def from_node(
         compute_capability=_capability(labels),
         npus=npus,
         npu_resource=npu_resource,
+        allocatable=dict(allocatable or {}),
     )
 
 

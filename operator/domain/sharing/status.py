@@ -1,12 +1,17 @@
 """A SharingPolicy's status: its nodes, what they advertise, and one Verdict.
 
-Advertised capacity is what the device plugin will register once the config
-is in force: devices x replicas per node (GFD ``gpu.count`` for whole GPUs,
-the MIG counts under ``mixed``), summed over the nodes the policy governs.
-HAMi-core registers ``deviceSplitCount`` slots per GPU, and HAMi's Ascend
-plugin under soft slicing ``vDeviceCount`` slots per physical card
+Advertised capacity is what the device plugin registers once the config is in
+force: devices x replicas per node (GFD ``gpu.count`` for whole GPUs, the MIG
+counts under ``mixed``), summed over the nodes the policy governs, and HAMi's
+Ascend plugin under soft slicing ``vDeviceCount`` slots per physical card
 (``NodeFacts.npus`` counts cards, not the slots allocatable already shows).
-HAMi's MIG mode depends on NVML discovery on the node and is not predicted.
+
+HAMi's NVIDIA plugin is observed, not predicted: a node under ``backend:
+HAMiCore`` counts with the ``nvidia.com/gpu`` it advertises now. In hami-core
+mode that must be GPUs x ``deviceSplitCount``; until it is, the node is not
+applied (HAMi's plugin reads ``config.json`` when it starts), so the policy is
+never Ready on capacity it does not have. MIG mode's count comes from NVML
+discovery on the node: observed, never checked against a guess.
 """
 
 from __future__ import annotations
@@ -46,11 +51,33 @@ def advertised(result: PolicyResult, node: NodeFacts) -> dict[str, int]:
             out[cfg.advertised_as(resource)] += count * cfg.replicas_of(resource)
     hami = result.hami_fields or {}
     if node.vendor == "nvidia" and hami.get("operatingmode") == "hami-core" and node.gpus:
-        out[GPU] += node.gpus * int(hami["devicesplitcount"])
+        out[GPU] += node.gpus * int(hami["devicesplitcount"])  # a preview's prediction
     soft = result.ascend_fields or {}
     if node.vendor == "ascend" and soft.get("hami-vnpu-core") and node.npu_resource:
         out[node.npu_resource] += node.npus * int(soft["vDeviceCount"])
     return dict(out)
+
+
+def hami_observed(result: PolicyResult, node: NodeFacts) -> dict[str, int] | None:
+    """What a node under HAMi's NVIDIA plugin advertises now; ``None`` for other nodes."""
+    if node.vendor != "nvidia" or result.hami_fields is None:
+        return None
+    return {GPU: node.allocatable.get(GPU, 0)}
+
+
+def unregistered(result: PolicyResult, node: NodeFacts) -> str:
+    """Why a hami-core node does not advertise GPUs x deviceSplitCount yet, or ``""``."""
+    hami = result.hami_fields or {}
+    if node.vendor != "nvidia" or hami.get("operatingmode") != "hami-core":
+        return ""
+    want, have = node.gpus * int(hami["devicesplitcount"]), node.allocatable.get(GPU, 0)
+    if have == want:
+        return ""
+    return (
+        f"node {node.name} advertises {have} {GPU}, want {want} ({node.gpus} GPUs x "
+        f"deviceSplitCount {hami['devicesplitcount']}): HAMi's device plugin has not "
+        "registered the config; it reads config.json when it starts (restart its pod)"
+    )
 
 
 def summarize(plan: SharingPlan, policy: str, nodes: Iterable[NodeFacts]) -> Summary:
@@ -60,17 +87,21 @@ def summarize(plan: SharingPlan, policy: str, nodes: Iterable[NodeFacts]) -> Sum
     contended = {n for c in conflicts for n in c.nodes}
     pending = _pending(plan, governed, result)
     total: Counter[str] = Counter()
+    waiting: dict[str, str] = {}  # node -> why HAMi's plugin does not advertise it yet
     for node in nodes:
         if node.name in governed and node.name not in pending:
-            total.update(advertised(result, node))
-    applied = len(governed - pending)
+            observed = hami_observed(result, node)
+            total.update(advertised(result, node) if observed is None else observed)
+            if why := unregistered(result, node):
+                waiting[node.name] = why
+    applied = len(governed - pending - set(waiting))
     return Summary(
         config_key=result.key or "",
         matched=len(governed | contended),
         applied=applied,
         conflicted=len(contended),
         advertised={k: str(v) for k, v in sorted(total.items()) if v},
-        verdict=_verdict(plan, result, governed, applied, conflicts),
+        verdict=_verdict(plan, result, governed, applied, conflicts, waiting),
     )
 
 
@@ -89,6 +120,7 @@ def _verdict(
     governed: set[str],
     applied: int,
     conflicts: Iterable[Conflict],
+    unregistered: Mapping[str, str],
 ) -> Verdict:
     true: Status = "True"
     extra = tuple(("BackendFallback", true, "HAMiHasNoMPS", n) for n in result.notices)
@@ -108,6 +140,10 @@ def _verdict(
     if waiting:
         why = plan.awaiting_rollout[waiting[0]].reason
         message = f"{len(waiting)} node(s) wait for the cordon/drain rollout ({why})"
+        return Verdict("progressing", "RollingOut", message, extra)
+    if unregistered:
+        first = unregistered[min(unregistered)]
+        message = f"{len(unregistered)} node(s) wait for HAMi's device plugin: {first}"
         return Verdict("progressing", "RollingOut", message, extra)
     if applied < len(governed):
         message = f"applied on {applied} of {len(governed)} nodes"

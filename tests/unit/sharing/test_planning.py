@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonpatch
@@ -197,7 +197,13 @@ def test_hami_core_with_mps_mode_and_ascend_soft_slicing() -> None:
     }
     assert w.ascend == {"nodes": [{"name": "a1", "hami-vnpu-core": True, "vDeviceCount": 7}]}
     got = status.summarize(plan, "h", w.nodes.values())
+    assert dict(got.advertised) == {"huawei.com/Ascend310P": "28"}  # HAMi's plugin: not yet
+    assert (got.verdict.state, got.applied) == ("progressing", 1)
+    assert "node g1 advertises 0 nvidia.com/gpu, want 10" in got.verdict.message
+    w.nodes["g1"] = replace(w.nodes["g1"], allocatable={"nvidia.com/gpu": 10})  # it registered
+    got = status.summarize(plan, "h", w.nodes.values())
     assert dict(got.advertised) == {"huawei.com/Ascend310P": "28", "nvidia.com/gpu": "10"}
+    assert (got.verdict.state, got.applied) == ("ready", 2)
     [(kind, flag, reason, message)] = got.verdict.extra
     assert (kind, flag, reason) == (
         "BackendFallback",
