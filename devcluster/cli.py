@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: crds/, config/
 BACKGROUND = ("agents", "operator")
 SERVING_TIMEOUT = 60.0  # seconds for the serving workloads to run once the pools are Ready
+CHAIN_TIMEOUT = 120.0  # seconds for the field report's chain (soft slicing rolled out, configs)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -107,6 +108,7 @@ def _demo(args: argparse.Namespace) -> int:
     print("==> applying config/samples")
     print(kubectl("apply", "-k", str(ROOT / "config" / "samples")), end="")
     ready = _watch(kube, args.timeout) and _serve(kube)
+    ready = _chain(kube, [str(session.kubectl), f"--kubeconfig={session.kubeconfig}"]) and ready
     kube.close()
     refused = demo.refusals(state, marks)
     for line in refused[:10]:
@@ -131,6 +133,21 @@ def _serve(kube: Kube) -> bool:
     if not found:
         print(f"    not every replica runs after {SERVING_TIMEOUT:.0f}s: kubectl get pods -n ml")
     return bool(found)
+
+
+def _chain(kube: Kube, kubectl: list[str]) -> bool:
+    """The field report's chain on ascend-310p-soft: HAMi's and Volcano's configs, the pods."""
+    import yaml
+
+    from devcluster import chain
+
+    print(f"==> the field report's chain on {chain.POOL} ({chain.MANIFEST.name}): HAMi, Volcano")
+    chain.install(kube)
+    policy = yaml.safe_dump(chain.manifests()[0])
+    subprocess.run([*kubectl, "apply", "-f", "-"], input=policy, text=True, check=True)
+    text, ok = chain.report(chain.wait(kube, kubectl, CHAIN_TIMEOUT))
+    print(text)
+    return ok
 
 
 def explore_hint(kubeconfig: Path, kubectl: Path) -> str:

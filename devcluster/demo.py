@@ -6,10 +6,11 @@ Whole-GPU pools (``notebooks``, ``a10-hami``) carry ``mig.strategy=none``, as
 GFD reports on GPUs without MIG; the simulator's catalog knows MIG-capable
 models only, so they are A30s with MIG off; ``a10-hami``'s are labelled ``gpu=on``,
 where HAMi's NVIDIA device plugin runs (``hami_nvidia``) instead of the GPU Operator's. The
-DRA pool (``h100-dra``) runs the
-simulated NVIDIA DRA driver instead of the device plugin (``fleet.pool(..., dra=True)``,
-``dradriver``). The vGPU pool (``a100-vms``) is two vm-vgpu nodes of eight A100 PCIe 40GB
-GPUs, run by the simulated vGPU Device Manager and sandbox device plugin (``vgpunode``).
+DRA pool (``h100-dra``) runs the simulated NVIDIA DRA driver instead of the device plugin
+(``fleet.pool(..., dra=True)``, ``dradriver``). The vGPU pool (``a100-vms``) is two vm-vgpu
+nodes of eight A100 PCIe 40GB GPUs, run by the simulated vGPU Device Manager and sandbox
+device plugin (``vgpunode``). ``ascend-310p-soft``'s 310P3 nodes run HAMi's Ascend plugin
+(``ascend=on``) for the field report's chain (``chain``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
 
 from . import (
+    chain,
     dradriver,
     fleet,
     gpunode,
@@ -43,6 +45,7 @@ from . import session as dev_session
 TENANT_LABEL = "tessera.io/tenant"
 WHOLE_GPU = {c.MIG_STRATEGY_LABEL: "none", "nvidia.com/mig.capable": "false"}
 HAMI_GPU = {hami_nvidia.NODE_LABEL: hami_nvidia.NODE_VALUE}
+HAMI_NPU = {c.HAMI_ASCEND_NODE_LABEL: c.HAMI_ASCEND_NODE_VALUE}
 AGENT_NAMESPACES = ("gpu-operator", "tessera-system")
 
 
@@ -56,6 +59,7 @@ class Scenario:
     dra: tuple[str, ...] = ()  # pools whose nodes run the DRA driver, not the device plugin
     vgpu: tuple[str, ...] = ()  # pools of vm-vgpu nodes (model: a board of vgpu_boards.yaml)
     hami: tuple[str, ...] = ()  # pools whose nodes run HAMi's NVIDIA device plugin (gpu=on)
+    hami_ascend: tuple[str, ...] = ()  # Ascend pools where HAMi's Ascend plugin runs (ascend=on)
 
     def nodes(self) -> list[fleet.NodeSpec]:
         specs: list[fleet.NodeSpec] = []
@@ -63,7 +67,12 @@ class Scenario:
             if name in self.vgpu:
                 specs.extend(vgpufleet.pool(name, model, count, devices))
                 continue
-            specs.extend(fleet.pool(name, model, count, devices, dra=name in self.dra))
+            pool = fleet.pool(name, model, count, devices, dra=name in self.dra)
+            on = {
+                **(HAMI_GPU if name in self.hami else {}),
+                **(HAMI_NPU if name in self.hami_ascend else {}),
+            }  # labelled at creation: no GPU Operator plugin or vNPU agent acts there first
+            specs.extend(replace(spec, labels={**spec.labels, **on}) for spec in pool)
         return specs
 
 
@@ -76,12 +85,14 @@ DEMO = Scenario(
         ("a10-hami", "A30-24GB", 2, 4),
         ("h100-dra", "H100-80GB", 2, 4),
         ("a100-vms", "A100-PCIE-40GB", 2, 8),
+        (chain.POOL, "Ascend310P3", 2, 2),
     ),
     whole_gpu=("notebooks", "a10-hami"),
     namespaces=(("team-a-dev", "team-a"), ("team-a-prod", "team-a")),
     dra=("h100-dra",),
     vgpu=("a100-vms",),
     hami=("a10-hami",),
+    hami_ascend=(chain.POOL,),
 )
 
 
@@ -98,12 +109,8 @@ def build(kube: Kube, scenario: Scenario = DEMO) -> list[str]:
     created += vgpufleet.create_nodes(kube, vms, wait=False)
     fleet.wait_schedulable(kube, created)
     for spec in fresh:
-        labels = {
-            **(WHOLE_GPU if spec.pool in scenario.whole_gpu else {}),
-            **(HAMI_GPU if spec.pool in scenario.hami else {}),
-        }
-        if labels:
-            kube.patch(path_of("v1", "nodes", spec.name), {"metadata": {"labels": labels}})
+        if spec.pool in scenario.whole_gpu:
+            kube.patch(path_of("v1", "nodes", spec.name), {"metadata": {"labels": WHOLE_GPU}})
     return created
 
 
