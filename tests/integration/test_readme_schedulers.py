@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import chain, fleet, hami_ascend
+from devcluster import chain, fleet, hami_ascend, schedulers
 from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
@@ -44,6 +44,7 @@ def plugin(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
     sim = hami_ascend.HamiAscendPlugin(kube).start()
     yield
     sim.stop()
+    schedulers.uninstall(kube)  # later modules find no HAMi or Volcano of this one
 
 
 def test_the_readme_chain_agrees_in_every_place(
