@@ -68,6 +68,9 @@ MANAGED_NODES_ANNOTATION = "tessera.io/managed-nodes"
 # suffix of its huawei.com/<commonWord> resource; and "true"/"false" for soft slicing.
 HAMI_NODE_REGISTER_ANNOTATION_PREFIX = "hami.io/node-register-"
 HAMI_VNPU_CORE_ANNOTATION = "hami-vnpu-core"
+# Written on a Node by HAMi's NVIDIA device plugin: the GPUs it registered (JSON list, one
+# object per GPU, each with its slot "count").
+HAMI_NVIDIA_REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 DRAIN_SKIP_LABEL = "tessera.io/drain.skip"
 # --- NodePoolGeometry (mig-parted ConfigMap read by the GPU Operator's MIG manager) ---
 # Point the GPU Operator at it with migManager.config.name; the key must be config.yaml.

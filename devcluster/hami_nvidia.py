@@ -54,7 +54,7 @@ from . import dradevices, fleet, hami_config, hardware
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 NODE_LABEL, NODE_VALUE = "gpu", "on"  # the chart's devicePlugin.nvidiaNodeSelector
-REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+REGISTER_ANNOTATION = c.HAMI_NVIDIA_REGISTER_ANNOTATION
 ERROR_ANNOTATION = "sim.tessera.io/hami-plugin-error"
 STUCK_ANNOTATION = "sim.tessera.io/hami-plugin-stuck"
 GPU = "nvidia.com/gpu"

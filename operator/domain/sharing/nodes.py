@@ -131,6 +131,21 @@ def physical_npus(annotations: Mapping[str, str], resource: str | None, allocata
     return len(cards)
 
 
+def hami_gpus(annotations: Mapping[str, str]) -> int | None:
+    """The GPUs HAMi's NVIDIA plugin registered (its ``hami.io/node-nvidia-register`` list);
+    ``None`` when it wrote none, or nothing that parses as a list of objects."""
+    raw = annotations.get(c.HAMI_NVIDIA_REGISTER_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        gpus = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(gpus, list) or not all(isinstance(gpu, dict) for gpu in gpus):
+        return None
+    return len(gpus)
+
+
 def _capability(labels: Mapping[str, str]) -> tuple[int, int] | None:
     major = labels.get(c.GPU_COMPUTE_MAJOR_LABEL)
     minor = labels.get(c.GPU_COMPUTE_MINOR_LABEL)

@@ -8,9 +8,11 @@ Ascend plugin under soft slicing ``vDeviceCount`` slots per physical card
 
 HAMi's NVIDIA plugin is observed, not predicted: a node under ``backend:
 HAMiCore`` counts with the ``nvidia.com/gpu`` it advertises now. In hami-core
-mode that must be GPUs x ``deviceSplitCount``; until it is, the node is not
-applied (HAMi's plugin reads ``config.json`` when it starts), so the policy is
-never Ready on capacity it does not have. MIG mode's count comes from NVML
+mode that must be GPUs x ``deviceSplitCount`` (the GPUs the plugin lists in its
+``hami.io/node-nvidia-register`` annotation, as ``filterdevices`` may leave some
+out; GFD's count without it); until it is, the node is not applied (HAMi's
+plugin reads ``config.json`` when it starts), so the policy is never Ready on
+capacity it does not have. MIG mode's count comes from NVML
 discovery on the node: observed, never checked against a guess.
 """
 
@@ -24,7 +26,7 @@ from tessera.domain.conditions import Status, Verdict
 
 from .assignment import Conflict
 from .device_plugin import GPU
-from .nodes import NodeFacts
+from .nodes import NodeFacts, hami_gpus
 from .outcomes import PolicyResult
 from .planning import SharingPlan
 from .rules import summary
@@ -70,11 +72,13 @@ def unregistered(result: PolicyResult, node: NodeFacts) -> str:
     hami = result.hami_fields or {}
     if node.vendor != "nvidia" or hami.get("operatingmode") != "hami-core":
         return ""
-    want, have = node.gpus * int(hami["devicesplitcount"]), node.allocatable.get(GPU, 0)
+    registered = hami_gpus(node.annotations)  # fewer than GFD's when filterdevices says so
+    gpus = node.gpus if registered is None else registered
+    want, have = gpus * int(hami["devicesplitcount"]), node.allocatable.get(GPU, 0)
     if have == want:
         return ""
     return (
-        f"node {node.name} advertises {have} {GPU}, want {want} ({node.gpus} GPUs x "
+        f"node {node.name} advertises {have} {GPU}, want {want} ({gpus} GPUs x "
         f"deviceSplitCount {hami['devicesplitcount']}): HAMi's device plugin has not "
         "registered the config; it reads config.json when it starts (restart its pod)"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -46,3 +47,14 @@ def test_status_counts_what_the_nodes_advertise(
     if state == "progressing":
         assert "HAMi's device plugin" in got.verdict.message
         assert "deviceSplitCount 3" in got.verdict.message
+
+
+def test_the_gpus_hamis_plugin_registered_count_not_gfds() -> None:
+    """A person's ``filterdevices`` makes HAMi register 3 of 4 GPUs: 3 x 3 slots is right."""
+    plan, nodes = settled({"deviceSplitCount": 3}, 9, 12)
+    three = json.dumps([{"id": f"GPU-{i}", "count": 3} for i in range(3)])
+    nodes[0] = replace(nodes[0], annotations={"hami.io/node-nvidia-register": three})
+    got = status.summarize(plan, "h", nodes)
+    assert (got.verdict.state, dict(got.advertised)) == ("ready", {GPU: "21"})
+    nodes[1] = replace(nodes[1], annotations={"hami.io/node-nvidia-register": "not json"})
+    assert status.summarize(plan, "h", nodes).verdict.state == "ready"  # GFD's 4 GPUs then
