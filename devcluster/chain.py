@@ -200,7 +200,10 @@ def _volcano(kube: Kube, sp: Obj) -> list[Check]:
     text = ((kube.get_or_none(path) or {}).get("data") or {}).get(
         c.VOLCANO_SCHEDULER_CONFIGMAP_KEY, ""
     )
-    conf = yaml.safe_load(text) or {}
+    try:
+        conf = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        conf = {}  # a conf Volcano could not read agrees with nothing
     plugins = [p for tier in conf.get("tiers") or [] for p in tier.get("plugins") or []]
     args = next((p.get("arguments") or {} for p in plugins if p.get("name") == "deviceshare"), {})
     where = (
