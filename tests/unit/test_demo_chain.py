@@ -18,7 +18,7 @@ def test_report_fails_on_a_required_check_and_names_what_a_pending_one_waits_for
     needs = next(iter(chain.WAITS_FOR))
     ok, pending = chain.Check("a", True, "fine"), chain.Check("b", False, "not yet", needs)
     text, passed = chain.report([ok, pending])
-    assert passed is (needs in chain.REQUIRED)
+    assert passed is (needs not in chain.REQUIRED)
     if not passed:
         assert "FAILED   b: not yet" in text
     else:
