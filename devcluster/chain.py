@@ -10,7 +10,7 @@ HAMi Ascend plugin runs), against stand-in HAMi and Volcano installs (``schedule
 
 Each check names the part of Tessera it depends on (``needs``); :data:`REQUIRED` lists the
 parts present on this branch, whose checks must pass for ``make demo`` to succeed. The others
-are printed as pending, naming what they wait for. Pods are sent with ``kubectl apply
+are printed as pending, naming what they wait for. Pods are sent with ``kubectl create
 --dry-run=server``: the API server's admission answers (warnings included), nothing stays
 Pending for a Volcano binary that the dev cluster does not run.
 """
@@ -78,10 +78,12 @@ def install(kube: Kube) -> None:
 
 
 def admission(kubectl: Sequence[str], pod: Obj) -> tuple[bool, list[str]]:
-    """(admitted, warnings) of the API server for ``pod``, by a server-side dry run."""
+    """(admitted, warnings) of the API server for creating ``pod``, by a server-side dry run
+    under a name of its own (a pod of that name may exist: its apply would be an update)."""
+    probe = {**pod, "metadata": {**pod["metadata"], "name": pod["metadata"]["name"] + "-probe"}}
     run = subprocess.run(
-        [*kubectl, "apply", "--dry-run=server", "-n", NAMESPACE, "-f", "-"],
-        input=yaml.safe_dump(pod),
+        [*kubectl, "create", "--dry-run=server", "-n", NAMESPACE, "-f", "-"],
+        input=yaml.safe_dump(probe),
         capture_output=True,
         text=True,
         timeout=60,

@@ -25,7 +25,6 @@ from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
 from .conftest import ROOT, Kubectl, OperatorProcess
-from .helpers import eventually
 from .sharing_support import delete_policy
 
 pytestmark = pytest.mark.integration
@@ -58,15 +57,22 @@ def test_the_readme_chain_agrees_in_every_place(
     fleet.create_nodes(kube, specs)
     kubectl.ok("apply", "-f", "-", stdin=yaml.safe_dump(policy))
     try:
-        for pod in pods:  # one at a time: each answer is that pod's
-            kubectl.ok("apply", "-n", chain.NAMESPACE, "-f", "-", stdin=yaml.safe_dump(pod))
-            path = path_of("v1", "pods", pod["metadata"]["name"], chain.NAMESPACE)
-            eventually(lambda p=path: kube.get_or_none(p), 10, "the pod admitted")  # type: ignore[misc]
         prefix = [str(control_plane.kubectl), f"--kubeconfig={control_plane.kubeconfig}"]
         found = chain.wait(kube, prefix, 180)
         text, ok = chain.report(found)
         print(text)
         assert ok, text
         assert any(x.ok and not x.needs for x in found), text  # soft slicing, at least
+        answers = []
+        for pod in pods:  # then the pods, one at a time: each answer is that pod's
+            answers.append(
+                kubectl("apply", "-n", chain.NAMESPACE, "-f", "-", stdin=yaml.safe_dump(pod))
+            )
+            assert answers[-1].returncode == 0, answers[-1].stderr  # podContract: Warn admits
+            path = path_of("v1", "pods", pod["metadata"]["name"], chain.NAMESPACE)
+            assert kube.get_or_none(path) is not None
+        if "podcontract" in chain.REQUIRED:
+            assert "Warning" not in answers[0].stderr, answers[0].stderr
+            assert chain.MODE_ANNOTATION in answers[1].stderr, answers[1].stderr
     finally:
         delete_policy(kube, policy["metadata"]["name"])
