@@ -106,6 +106,7 @@ def checks(kube: Kube, kubectl: Sequence[str]) -> list[Check]:
     named = [w for w in bad_warned if MODE_ANNOTATION in w]
     return [
         _soft_slicing(kube, sp),
+        _policy_ready(sp),
         _hami_config(kube),
         *_volcano(kube, sp),
         Check(
@@ -168,9 +169,17 @@ def _soft_slicing(kube: Kube, sp: Obj) -> Check:
         alloc = int((node.get("status") or {}).get("allocatable", {}).get(NPU, "0"))
         soft = notes.get(c.HAMI_VNPU_CORE_ANNOTATION) == "true"
         seen.append((soft and alloc == cards * slots, f"{node['metadata']['name']}: {alloc}"))
-    ok = _ready(sp) and bool(seen) and all(s for s, _ in seen)
-    detail = f"policy Ready: {_ready(sp)}; {NPU} " + ", ".join(d for _, d in seen)
+    ok = bool(seen) and all(s for s, _ in seen)
+    detail = f"{NPU} " + ", ".join(d for _, d in seen)
     return Check("soft slicing on (hami-vnpu-core, slices per card)", ok, detail)
+
+
+def _policy_ready(sp: Obj) -> Check:
+    """Ready for its generation: with spec.scheduler, the scheduler side agrees too."""
+    conds = (sp.get("status") or {}).get("conditions") or []
+    cond: dict[str, Any] = next((x for x in conds if x.get("type") == "Ready"), {})
+    detail = f"{cond.get('reason', '-')}: {cond.get('message', '')}"[:300]
+    return Check("the policy is Ready", _ready(sp), detail, "hamisched")
 
 
 def _device_doc(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
