@@ -93,12 +93,14 @@ def test_status_advertises_what_hamis_plugin_registers_and_follows_a_split_chang
             fresh = (obj.get("status") or {}).get("observedGeneration") == obj["metadata"][
                 "generation"
             ]
-            return obj if fresh and ready.get("status") == "False" else None
+            seen = (obj.get("status") or {}).get("advertised")
+            steady = seen == {GPU: "36"}  # 12 + 24, as advertised: the pass after names[0]'s
+            return obj if fresh and steady and ready.get("status") == "False" else None
 
         obj = eventually(waiting, 60, "the policy not Ready while a node waits for HAMi's plugin")
         message = condition(obj, "Ready")["message"]  # type: ignore[index]
+        assert message.startswith("1 node(s) wait for HAMi's device plugin"), message
         assert f"node {names[1]} advertises 24 {GPU}, want 12" in message, message
-        assert obj["status"]["advertised"] == {GPU: "36"}  # 12 + 24, as advertised
         kube.patch(
             path_of("v1", "nodes", names[1]),
             {"metadata": {"annotations": {hami_nvidia.STUCK_ANNOTATION: None}}},
