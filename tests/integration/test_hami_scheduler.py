@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import fleet, gpunode, hami_ascend
+from devcluster import fleet, gpunode, hami_ascend, hami_nvidia
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
@@ -86,7 +86,9 @@ def plugin(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
     namespace(kube, "gpu-operator")
     sim = hami_ascend.HamiAscendPlugin(kube).start()
     gpus = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start()
+    nvidia = hami_nvidia.HamiNvidiaPlugin(kube).start()  # on the gpu=on nodes
     yield
+    nvidia.stop()
     gpus.stop()
     sim.stop()
     for path in (MAP, DEPLOYMENT):
@@ -359,8 +361,8 @@ def test_an_image_without_a_version_tag_asks_for_the_declared_version(
 def test_hami_core_policies_write_nvidia_scalings_and_conflict_when_they_differ(
     kube: Kube, hami: None
 ) -> None:
-    nodes(kube, "hs-gpu-a", 1, mig_strategy="none")
-    nodes(kube, "hs-gpu-b", 1, mig_strategy="none")
+    nodes(kube, "hs-gpu-a", 1, mig_strategy="none", hami=True)
+    nodes(kube, "hs-gpu-b", 1, mig_strategy="none", hami=True)
     scheduler = {"name": "HAMi"}
     create_policy(
         kube,
