@@ -157,6 +157,7 @@ def install_hami(
                 "scheduler",
                 "--http_bind=0.0.0.0:443",
                 "--device-config-file=/device-config.yaml",
+                "--enable-ascend=true",  # the chart's devices.ascend.enabled: true
             ],
             "volumeMounts": [
                 {

@@ -22,15 +22,18 @@ from tessera.domain.conditions import Verdict
 from tessera.domain.failures import Failure
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, hami_owned, outcome
 from tessera.domain.schedulers.hami_config import Want, plan, present_chips
+from tessera.domain.schedulers.hami_guard import NotEditable
 from tessera.domain.schedulers.hami_want import Joined, join
 from tessera.domain.schedulers.yaml_text import YamlInvalidError
 
+from . import hami_read
 from .runtime import Context
 
 log = logging.getLogger("tessera.schedulers")
 ATTEMPTS = 5
 KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
 ANNOTATION = c.HAMI_SCHEDULER_MANAGED_ANNOTATION
+Deployments = Mapping[ObjectKey, Mapping[str, Any] | None]
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class Answered:
 def sync(
     ctx: Context,
     demands: Sequence[PolicyDemand],
-    deployments: Mapping[ObjectKey, Mapping[str, Any] | None],
+    deployments: Deployments,
     released: Iterable[ObjectKey] = (),
 ) -> Answered:
     """Make each named HAMi device config match its policies; each policy's outcome by name.
@@ -60,16 +63,21 @@ def sync(
             out.outcomes.update({d.policy: SchedulerOutcome(waiting) for d in named})
             continue
         try:
-            out.outcomes.update(_one(ctx, key, named))
+            out.outcomes.update(_one(ctx, key, named, deployments))
         except ApiError as err:
             log.warning("HAMi scheduler config %s not synced: %s", key, err)
             failed = Failure(err.status, str(err))
             out.failures.update({d.policy: failed for d in named} or {"": failed})
+        except Exception as err:  # one map's surprise never fails every policy's pass
+            log.exception("HAMi scheduler config %s not planned", key)
+            text = f"Tessera could not plan its edit of {key} ({KEY}): {err}; left as it is"
+            verdict = Verdict("stalled", outcome.CONFIG_INVALID, text)
+            out.outcomes.update({d.policy: SchedulerOutcome(verdict) for d in named})
     return out
 
 
 def _waiting(
-    key: ObjectKey, named: Sequence[PolicyDemand], deployments: Mapping[ObjectKey, Any]
+    key: ObjectKey, named: Sequence[PolicyDemand], deployments: Deployments
 ) -> Verdict | None:
     """A policy naming HAMi whose scheduler Deployment is absent holds the whole map."""
     for d in named:
@@ -84,7 +92,7 @@ def _waiting(
 
 
 def _one(
-    ctx: Context, key: ObjectKey, named: Sequence[PolicyDemand]
+    ctx: Context, key: ObjectKey, named: Sequence[PolicyDemand], deployments: Deployments
 ) -> dict[str, SchedulerOutcome]:
     path = path_of("v1", "configmaps", key.name, key.namespace)
     for _ in range(ATTEMPTS):
@@ -97,7 +105,7 @@ def _one(
             verdict = Verdict("progressing", outcome.WAITING_FOR_SCHEDULER, text)
             return {d.policy: SchedulerOutcome(verdict) for d in named}
         try:
-            return _planned(ctx, key, path, obj, named)
+            return _planned(ctx, key, path, obj, named, deployments)
         except ApiError as err:
             if not err.conflict:
                 raise
@@ -106,21 +114,27 @@ def _one(
 
 
 def _planned(
-    ctx: Context, key: ObjectKey, path: str, obj: Obj, named: Sequence[PolicyDemand]
+    ctx: Context,
+    key: ObjectKey,
+    path: str,
+    obj: Obj,
+    named: Sequence[PolicyDemand],
+    deployments: Deployments,
 ) -> dict[str, SchedulerOutcome]:
     text = str((obj.get("data") or {}).get(KEY, ""))
     owned = hami_owned.parse(obj["metadata"].get("annotations"), ANNOTATION)
     where = f"{key} ({KEY})"
     try:
         present = present_chips(text)
+        joined = join(where, named, present) if named else Joined(Want(None))
+        edit = plan(text, owned, joined.want) if joined.want is not None else None
     except YamlInvalidError as err:
-        message = f"{where} does not parse at {err}; Tessera leaves it as it is"
+        said = "cannot be edited" if isinstance(err, NotEditable) else "does not parse"
+        message = f"{where} {said} at {err}; Tessera leaves it as it is"
         if named:  # a map no policy names is looked at only to release Tessera's fields
             log.warning("%s", message)
         verdict = Verdict("stalled", outcome.CONFIG_INVALID, message)
         return {d.policy: SchedulerOutcome(verdict) for d in named}
-    joined = join(where, named, present) if named else Joined(Want(None))
-    edit = plan(text, owned, joined.want) if joined.want is not None else None
     if edit is not None and (edit.changed(text) or edit.owned.annotation() != _mark(obj)):
         patch = {
             "metadata": {
@@ -129,16 +143,19 @@ def _planned(
             },
             "data": {KEY: edit.text},
         }
-        ctx.kube.patch(path, patch)
+        obj, text = ctx.kube.patch(path, patch), edit.text
         for note in edit.notes:
             log.info("%s: %s", where, note)
+    owns = edit is not None and edit.owned.annotation() is not None
+    changed_at = hami_read.stamp(ctx, path, obj, text, keep=bool(named), owned=owns)
     notes = tuple(f"{where}: {n}" for n in edit.notes) if edit is not None else ()
     versions = {"hami": str(joined.version)} if joined.version else {}
     out: dict[str, SchedulerOutcome] = {}
     for d in named:
-        verdict = joined.verdicts.get(d.policy) or _ready(where, joined)
+        planned = joined.verdicts.get(d.policy) or _ready(where, joined)
+        verdict, pending = hami_read.verdict(ctx, d, deployments, changed_at, planned)
         maps = () if d.policy in joined.verdicts else (str(key),)
-        out[d.policy] = SchedulerOutcome(verdict, maps, versions, notes=notes)
+        out[d.policy] = SchedulerOutcome(verdict, maps, versions, pending, notes)
     return out
 
 

@@ -115,7 +115,11 @@ def hami(kube: Kube) -> Iterator[None]:
 def _install_scheduler(kube: Kube, tag: str) -> None:
     containers = [
         {"name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler:v1.34.4"},
-        {"name": "vgpu-scheduler-extender", "image": f"projecthami/hami:{tag}"},
+        {
+            "name": "vgpu-scheduler-extender",
+            "image": f"projecthami/hami:{tag}",
+            "args": ["--enable-ascend=true"],  # HAMi reads vnpus only with it
+        },
     ]
     body = {
         "apiVersion": "apps/v1",

@@ -7,9 +7,10 @@ against it, and last what each deletion's finalizer does. The top of the package
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.domain.quota.quantities import accelerators
@@ -18,6 +19,7 @@ from .admission import previews as admission_previews
 from .dra import DraPreviews
 from .dra import previews as dra_previews
 from .geometry import previews as geometry_previews
+from .hami import previews as hami_previews
 from .model import KIND_ORDER, Cluster, Locations, Raw
 from .prune import previews as deletions
 from .prune import pruned, without
@@ -52,7 +54,9 @@ def preview(
     shared = sharing_previews(cluster, after, wanted, now, loc)
     devices = dra_previews(cluster, after, wanted, loc)
     contracts = admission_previews(cluster, after)
-    scheduling = scheduler_previews(cluster, after, shared.plan)
+    scheduling = _both(
+        scheduler_previews(cluster, after, shared.plan), hami_previews(cluster, after, shared.plan)
+    )
     nodes_after = allocatable_after(cluster, pools, shared, loc)
     dra_nodes = {n for members in devices.members.values() for n in members}
     for node in cluster.nodes:  # DRA nodes' allocatable does not follow their geometry
@@ -83,6 +87,20 @@ def preview(
         ),
         admission=contracts.changes,
         admission_conflicts=contracts.conflicts,
+    )
+
+
+def _both(a: SchedulerPreviews, b: SchedulerPreviews) -> SchedulerPreviews:
+    """Volcano's part and HAMi's, each policy's lines of both."""
+
+    def lines(x: Mapping[str, tuple[str, ...]], y: Mapping[str, tuple[str, ...]]) -> Any:
+        return {k: (*x.get(k, ()), *y.get(k, ())) for k in sorted({*x, *y})}
+
+    return SchedulerPreviews(
+        (*a.configs, *b.configs),
+        lines(a.errors, b.errors),
+        lines(a.notes, b.notes),
+        lines(a.writes, b.writes),
     )
 
 

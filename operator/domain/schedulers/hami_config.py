@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from . import hami_shape, vnpus, yaml_text
+from . import hami_guard, hami_shape, vnpus, yaml_text
 from .hami_owned import Owned, Prior
 from .versions import Version
 
@@ -56,13 +56,17 @@ class Edit:
 
 def plan(text: str, owned: Owned, want: Want) -> Edit:
     """The file with Tessera's fields as ``want`` says; ``yaml_text.YamlInvalidError`` if the
-    file does not parse (then nothing is written)."""
-    yaml_text.compose(text)  # raises for a file that does not parse
+    file does not parse, ``hami_guard.NotEditable`` if Tessera cannot edit it without
+    touching a person's keys (aliases, anchors, merge keys where it edits) — then nothing
+    is written."""
+    hami_guard.refuse(text)  # raises for a file that does not parse, or not safely editable
     edit = Edit(text, owned)
     touches_vnpus = bool(want.chips or want.hami_vnpu_core is not None or owned.chips)
     if touches_vnpus or owned.hami_vnpu_core is not None:
         edit = _vnpus(edit, want)
-    return _nvidia(edit, want)
+    edit = _nvidia(edit, want)
+    hami_guard.check(text, edit.text, {*owned.chips, *edit.owned.chips})
+    return edit
 
 
 def present_chips(text: str) -> set[str]:

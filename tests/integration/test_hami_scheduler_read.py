@@ -1,0 +1,225 @@
+"""HAMi's scheduler reading what Tessera wrote, and files Tessera must not edit, on the real
+control plane.
+
+The stories: a platform engineer runs HAMi as its chart leaves it (``devcluster.schedulers``:
+a real ``hami-scheduler`` Deployment whose pod KWOK runs — no binary; the config mounted by
+subPath, read once at start). They apply a soft-slicing policy naming HAMi: Tessera writes
+``hami-scheduler-device`` and says ``RestartPending`` — restarting nothing — until they run
+``kubectl rollout restart``; a later hand edit of the file is pending again. HAMi installed
+without ``--enable-ascend`` ignores ``vnpus``: a ``SchedulerTrap``. A file whose ``vnpus``
+uses a merge key is refused with line and column and left as written, while a policy naming
+another HAMi's map goes on to Ready.
+
+The operator runs under its ServiceAccount with exactly config/rbac.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster import fleet, gpunode, hami_ascend, schedulers
+from tessera.adapters.kube import ApiError, Kube, Obj, path_of
+from tessera.api import constants as c
+
+from .conftest import Kubectl, OperatorProcess
+from .helpers import condition, eventually, namespace
+from .sharing_support import SP, delete_policy, policy, wait_ready
+
+KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
+NS = c.HAMI_NAMESPACE
+MAP = path_of("v1", "configmaps", "hami-scheduler-device", NS)
+DEPLOYMENT = path_of("apps/v1", "deployments", "hami-scheduler", NS)
+OTHER = "hami-two"  # a second HAMi install, in its own namespace
+# A person's file whose vnpus entry takes its numbers from an anchor by a merge key.
+MERGED = """\
+defaults: &d
+  aiCore: 20
+  aiCPU: 7
+vnpus:
+  hamiVnpuCore: false
+  configs:
+  - chipName: 910B3
+    commonWord: Ascend910B3
+    <<: *d
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
+    namespace(kube, "gpu-operator")
+    sim = hami_ascend.HamiAscendPlugin(kube).start()
+    gpus = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.2).start()
+    yield
+    gpus.stop()
+    sim.stop()
+
+
+def _nodes(kube: Kube, pool: str) -> None:
+    on = {c.HAMI_ASCEND_NODE_LABEL: c.HAMI_ASCEND_NODE_VALUE}
+    fleet.create_nodes(kube, [fleet.NodeSpec(f"{pool}-0", "Ascend310P3", 2, pool=pool, labels=on)])
+
+
+def _policy(kube: Kube, name: str, pool: str, **hami: Any) -> None:
+    scheduler: dict[str, Any] = {"name": "HAMi", **({"hami": hami} if hami else {})}
+    body = {
+        "apiVersion": "tessera.io/v1alpha1",
+        "kind": "SharingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
+            "backend": "Exclusive",
+            "ascend": {"softSlicing": True, "vDeviceCount": 4},
+            "scheduler": scheduler,
+            "rollout": {"maxUnavailable": 1},
+        },
+    }
+    kube.create(SP, body)
+
+
+def _said(kube: Kube, name: str, kind: str, reason: str) -> str | None:
+    found = condition(policy(kube, name), kind)
+    if found and found["status"] == "True" and found["reason"] == reason:
+        return str(found["message"])
+    return None
+
+
+def _uids(kube: Kube) -> set[str]:
+    return {p["metadata"]["uid"] for p in schedulers.pods(kube, NS, "hami-scheduler")}
+
+
+def _text(kube: Kube, path: str = MAP) -> str:
+    return str(kube.get(path)["data"][KEY])
+
+
+def test_a_change_is_pending_until_hami_is_restarted_by_hand(kube: Kube, kubectl: Kubectl) -> None:
+    schedulers.install_hami(kube)
+    try:
+        (first,) = schedulers.wait_running(kube, NS, "hami-scheduler")
+        _nodes(kube, "hr-restart")
+        _policy(kube, "hr-restart", "hr-restart")
+
+        # Tessera wrote the file; the running pod read the old one: pending, nothing restarted
+        message = eventually(
+            lambda: _said(kube, "hr-restart", "Reconciling", "RestartPending"), 90, "pending"
+        )
+        assert "kubectl -n kube-system rollout restart deployment/hami-scheduler" in message
+        assert yaml.safe_load(_text(kube))["vnpus"]["hamiVnpuCore"] is True
+        assert policy(kube, "hr-restart")["status"]["scheduler"]["restartPending"] is True  # type: ignore[index]
+        assert _uids(kube) == {first["metadata"]["uid"]}  # Tessera restarted nothing
+
+        kubectl.ok("-n", NS, "rollout", "restart", "deployment/hami-scheduler")
+        obj = wait_ready(kube, "hr-restart", 90)
+        assert obj["status"]["scheduler"]["restartPending"] is False
+        assert first["metadata"]["uid"] not in _uids(kube)
+
+        # a person edits the file by hand: the running scheduler has not read that either
+        kube.patch(
+            MAP, {"data": {KEY: _text(kube).replace("defaultMemory: 0", "defaultMemory: 1")}}
+        )
+        eventually(
+            lambda: _said(kube, "hr-restart", "Reconciling", "RestartPending"), 60, "pending again"
+        )
+        kubectl.ok("-n", NS, "rollout", "restart", "deployment/hami-scheduler")
+        wait_ready(kube, "hr-restart", 90)
+
+        # HAMi reinstalled without --enable-ascend: it ignores vnpus, Ascend pods stay Pending
+        _set_command(kube, without="--enable-ascend=true")
+        trap = eventually(lambda: _said(kube, "hr-restart", "Stalled", "SchedulerTrap"), 60, "trap")
+        assert "without --enable-ascend" in trap and "310P3" in trap
+    finally:
+        if policy(kube, "hr-restart") is not None:
+            delete_policy(kube, "hr-restart")
+        schedulers.uninstall(kube)
+
+
+def _set_command(kube: Kube, *, without: str) -> None:
+    obj = kube.get(DEPLOYMENT)
+    containers = obj["spec"]["template"]["spec"]["containers"]
+    for one in containers:
+        one["command"] = [a for a in one.get("command") or [] if a != without]
+    kube.patch(DEPLOYMENT, {"spec": {"template": {"spec": {"containers": containers}}}})
+
+
+def _stand_in(kube: Kube, ns: str, text: str) -> None:
+    """A HAMi install in ``ns`` with no pod (replicas 0): its map and scheduler Deployment."""
+    namespace(kube, ns)
+    meta = {"name": "hami-scheduler-device", "namespace": ns}
+    kube.create(path_of("v1", "configmaps", namespace=ns), {"metadata": meta, "data": {KEY: text}})
+    extender = {
+        "name": "vgpu-scheduler-extender",
+        "image": "projecthami/hami:v2.10.0",
+        "args": ["--enable-ascend=true"],
+    }
+    body = {
+        "metadata": {"name": "hami-scheduler", "namespace": ns},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "hami-scheduler"}},
+            "template": {
+                "metadata": {"labels": {"app": "hami-scheduler"}},
+                "spec": {"containers": [extender]},
+            },
+        },
+    }
+    kube.create(path_of("apps/v1", "deployments", namespace=ns), body)
+
+
+def _remove(kube: Kube, ns: str) -> None:
+    for path in (
+        path_of("v1", "configmaps", "hami-scheduler-device", ns),
+        path_of("apps/v1", "deployments", "hami-scheduler", ns),
+    ):
+        try:
+            kube.delete(path)
+        except ApiError as err:
+            assert err.not_found
+
+
+def test_a_merge_key_in_vnpus_is_refused_and_another_map_goes_on(kube: Kube) -> None:
+    _stand_in(kube, "hr-alias", MERGED)
+    _stand_in(kube, OTHER, "vnpus:\n  hamiVnpuCore: false\n  configs: []\n")
+    merged_map = path_of("v1", "configmaps", "hami-scheduler-device", "hr-alias")
+    other_map = path_of("v1", "configmaps", "hami-scheduler-device", OTHER)
+    try:
+        for pool in ("hr-alias", "hr-other"):
+            _nodes(kube, pool)
+        _policy(kube, "hr-alias", "hr-alias", **_names("hr-alias"))
+        _policy(kube, "hr-other", "hr-other", **_names(OTHER))
+
+        message = eventually(
+            lambda: _said(kube, "hr-alias", "Stalled", "SchedulerConfigInvalid"), 60, "refused"
+        )
+        assert "line 9, column 5" in message and "merge key" in message, message
+        assert "hr-alias/hami-scheduler-device (device-config.yaml)" in message
+        assert _text(kube, merged_map) == MERGED  # left as the person wrote it
+        wait_ready(kube, "hr-other", 90)  # one map's trouble is not every policy's
+        assert yaml.safe_load(_text(kube, other_map))["vnpus"]["hamiVnpuCore"] is True
+
+        # the person writes the numbers out: Tessera edits the file
+        written_out = MERGED.replace("    <<: *d\n", "    aiCore: 20\n    aiCPU: 7\n")
+        kube.patch(merged_map, {"data": {KEY: written_out}})
+        wait_ready(kube, "hr-alias", 90)
+        doc: Obj = yaml.safe_load(_text(kube, merged_map))
+        assert doc["vnpus"]["hamiVnpuCore"] is True and doc["defaults"] == {
+            "aiCore": 20,
+            "aiCPU": 7,
+        }
+        delete_policy(kube, "hr-alias")
+        assert _text(kube, merged_map) == written_out
+    finally:
+        for name in ("hr-alias", "hr-other"):
+            if policy(kube, name) is not None:
+                delete_policy(kube, name)
+        _remove(kube, "hr-alias")
+        _remove(kube, OTHER)
+
+
+def _names(ns: str) -> dict[str, Any]:
+    return {
+        "configMap": {"namespace": ns, "name": "hami-scheduler-device"},
+        "deployment": {"namespace": ns, "name": "hami-scheduler"},
+    }
