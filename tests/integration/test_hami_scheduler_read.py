@@ -8,20 +8,25 @@ subPath, read once at start). They apply a soft-slicing policy naming HAMi: Tess
 ``kubectl rollout restart``; a later hand edit of the file is pending again. HAMi installed
 without ``--enable-ascend`` ignores ``vnpus``: a ``SchedulerTrap``. A file whose ``vnpus``
 uses a merge key is refused with line and column and left as written, while a policy naming
-another HAMi's map goes on to Ready.
+another HAMi's map goes on to Ready. ``tessera plan`` shows the file's diff and the restart,
+and exits 1 where it cannot answer (HAMi's version unknown).
 
 The operator runs under its ServiceAccount with exactly config/rbac.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from devcluster import fleet, gpunode, hami_ascend, schedulers
+from devcluster.controlplane import ControlPlane
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
 
@@ -223,3 +228,62 @@ def _names(ns: str) -> dict[str, Any]:
         "configMap": {"namespace": ns, "name": "hami-scheduler-device"},
         "deployment": {"namespace": ns, "name": "hami-scheduler"},
     }
+
+
+def test_plan_previews_hamis_config_and_errs_where_it_cannot_answer(
+    kube: Kube, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """``tessera plan`` of a soft-slicing policy naming a HAMi install: the diff of its
+    device-config.yaml and the restart it needs; HAMi's version unknown: exit 1."""
+    ns, pool = "hr-plan", "hr-plan"
+    text = "vnpus:\n  hamiVnpuCore: false\n  configs: []\n"
+    _stand_in(kube, ns, text)
+    try:
+        _nodes(kube, pool)
+        manifest = tmp_path / "policy.yaml"
+        manifest.write_text(yaml.safe_dump(_manifest("hr-plan", pool, **_names(ns))))
+        code, out = _plan(control_plane, manifest)
+        assert code == 2, out
+        assert f"{ns}/hami-scheduler-device/device-config.yaml (planned)" in out, out
+        assert "-  hamiVnpuCore: false" in out and "+  hamiVnpuCore: true" in out, out
+        assert "chipName: 310P3" in out, out
+        assert f"kubectl -n {ns} rollout restart deployment/hami-scheduler" in out, out
+
+        # HAMi's image without a version tag and none declared: the plan cannot answer
+        deployment = path_of("apps/v1", "deployments", "hami-scheduler", ns)
+        containers = kube.get(deployment)["spec"]["template"]["spec"]["containers"]
+        containers[0]["image"] = "projecthami/hami:latest"
+        kube.patch(deployment, {"spec": {"template": {"spec": {"containers": containers}}}})
+        code, out = _plan(control_plane, manifest)
+        assert code == 1, out
+        assert "SchedulerVersionUnknown" in out, out
+        assert _text(kube, path_of("v1", "configmaps", "hami-scheduler-device", ns)) == text
+    finally:
+        _remove(kube, ns)
+
+
+def _manifest(name: str, pool: str, **hami: Any) -> Obj:
+    spec = {
+        "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
+        "backend": "Exclusive",
+        "ascend": {"softSlicing": True, "vDeviceCount": 4},
+        "scheduler": {"name": "HAMi", "hami": hami},
+        "rollout": {"maxUnavailable": 1},
+    }
+    return {
+        "apiVersion": "tessera.io/v1alpha1",
+        "kind": "SharingPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _plan(control_plane: ControlPlane, manifest: Path) -> tuple[int, str]:
+    run = [sys.executable, "-m", "tessera.cli.main", "plan", "-f", str(manifest)]
+    done = subprocess.run(
+        [*run, f"--kubeconfig={control_plane.kubeconfig}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode, done.stdout + done.stderr
