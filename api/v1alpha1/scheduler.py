@@ -130,5 +130,6 @@ class SchedulerStatus(ApiModel):
     )
     restart_pending: bool = Field(
         default=False,
-        description="Volcano has not restarted since its device config changed.",
+        description="The scheduler (Volcano, or HAMi's) has not restarted since its device "
+        "config changed.",
     )
