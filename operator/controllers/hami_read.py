@@ -11,7 +11,9 @@ nodes hold Ascend chips.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tessera.adapters.kube import Obj, path_of
@@ -20,27 +22,53 @@ from tessera.domain.schedulers import ObjectKey, PolicyDemand, hami_restart, out
 
 from .runtime import Context
 
+Deployments = Mapping[ObjectKey, Mapping[str, Any] | None]
 
-def stamp(ctx: Context, path: str, obj: Obj, text: str, *, keep: bool, owned: bool) -> str:
-    """The time of the file's last change ("" when Tessera has no part in it); ``obj`` is the
-    map as last read or written (after Tessera's write: as the write returned it). A file
-    changed since its stamp (by Tessera, or a person), or one Tessera owns fields of with no
-    stamp (a stamp write lost to a race), is stamped anew — with the latest time the server
-    recorded on it, never earlier than the change. ``keep`` False (no policy names the map)
-    drops the stamp."""
+
+@dataclass(frozen=True)
+class Stamp:
+    """When the file last changed ("": Tessera never changed it) and the scheduler pods live
+    then."""
+
+    at: str
+    pods: frozenset[str] = frozenset()
+
+
+def unstamped(text: str) -> dict[str, str]:
+    """The annotation Tessera's write of ``text`` carries: the change, its time not yet known
+    (the server gives it in the write's answer; ``stamp`` adds it)."""
+    return {hami_restart.STAMP: json.dumps({"digest": hami_restart.digest(text), "at": ""})}
+
+
+def stamp(
+    ctx: Context, path: str, obj: Obj, text: str, *, keep: bool, schedulers: Deployments
+) -> Stamp:
+    """The time of the file's last change ("" when Tessera never changed it); ``obj`` is the
+    map as last read or written (after Tessera's write: as the write returned it). A change
+    not yet dated (Tessera's write, or a stamp lost to a race) or a file changed since its
+    stamp (a person's edit) is dated with the latest time the server recorded on the map —
+    never earlier than the change — and the pods of ``schedulers`` (HAMi's Deployments the
+    map's policies name) then live. ``keep`` False (no policy names the map) drops the stamp."""
     notes = obj["metadata"].get("annotations") or {}
     digest, at = hami_restart.stamped(notes)
     if not keep:
         if hami_restart.STAMP in notes:
             _annotate(ctx, path, obj, None)
-        return ""
-    if digest == hami_restart.digest(text) or (not digest and not owned):
-        return at
-    new = hami_restart.stamp(text, obj)
+        return Stamp("")
+    if not digest or (digest == hami_restart.digest(text) and at):
+        return Stamp(at, hami_restart.recorded(notes))
+    live = [
+        p["metadata"]["uid"]
+        for key, deployment in sorted(schedulers.items())
+        if deployment is not None
+        for p in _pods(ctx, key, deployment)
+    ]
+    new = hami_restart.stamp(text, obj, live)
     if new is None:
-        return at
+        return Stamp(at, hami_restart.recorded(notes))
     _annotate(ctx, path, obj, new)
-    return hami_restart.stamped({hami_restart.STAMP: new})[1]
+    found = {hami_restart.STAMP: new}
+    return Stamp(hami_restart.stamped(found)[1], hami_restart.recorded(found))
 
 
 def _annotate(ctx: Context, path: str, obj: Obj, value: str | None) -> None:
@@ -49,11 +77,7 @@ def _annotate(ctx: Context, path: str, obj: Obj, value: str | None) -> None:
 
 
 def verdict(
-    ctx: Context,
-    demand: PolicyDemand,
-    deployments: Mapping[ObjectKey, Mapping[str, Any] | None],
-    changed_at: str,
-    planned: Verdict,
+    ctx: Context, demand: PolicyDemand, deployments: Deployments, changed: Stamp, planned: Verdict
 ) -> tuple[Verdict, bool]:
     """The policy's verdict with HAMi's scheduler's state; and whether a restart is pending."""
     if demand.scheduler.name != "HAMi" or planned.state == "stalled":
@@ -65,12 +89,13 @@ def verdict(
     if demand.chips and not hami_restart.ascend_enabled(deployment):
         text = hami_restart.ascend_trap(key, demand.chips)
         return Verdict("stalled", outcome.TRAP, text), False
-    if not changed_at or planned.state != "ready":
+    if not changed.at or planned.state != "ready":
         return planned, False
-    waiting = hami_restart.stale(deployment, _pods(ctx, key, deployment), changed_at)
+    pods = _pods(ctx, key, deployment)
+    waiting = hami_restart.stale(deployment, pods, changed.at, changed.pods)
     if waiting is None:
         return planned, False
-    text = hami_restart.pending_message(key, changed_at, waiting)
+    text = hami_restart.pending_message(key, changed.at, waiting)
     return Verdict("progressing", outcome.RESTART_PENDING, text), True
 
 

@@ -139,21 +139,27 @@ def _planned(
         patch = {
             "metadata": {
                 "resourceVersion": obj["metadata"]["resourceVersion"],
-                "annotations": {ANNOTATION: edit.owned.annotation()},
+                "annotations": {
+                    ANNOTATION: edit.owned.annotation(),
+                    **(hami_read.unstamped(edit.text) if edit.changed(text) else {}),
+                },
             },
             "data": {KEY: edit.text},
         }
         obj, text = ctx.kube.patch(path, patch), edit.text
         for note in edit.notes:
             log.info("%s: %s", where, note)
-    owns = edit is not None and edit.owned.annotation() is not None
-    changed_at = hami_read.stamp(ctx, path, obj, text, keep=bool(named), owned=owns)
+    hamis = {
+        ObjectKey.of(d.scheduler.hami.deployment): None for d in named if d.scheduler.name == "HAMi"
+    }
+    schedulers = {k: deployments.get(k) for k in sorted(hamis)}
+    changed = hami_read.stamp(ctx, path, obj, text, keep=bool(named), schedulers=schedulers)
     notes = tuple(f"{where}: {n}" for n in edit.notes) if edit is not None else ()
     versions = {"hami": str(joined.version)} if joined.version else {}
     out: dict[str, SchedulerOutcome] = {}
     for d in named:
         planned = joined.verdicts.get(d.policy) or _ready(where, joined)
-        verdict, pending = hami_read.verdict(ctx, d, deployments, changed_at, planned)
+        verdict, pending = hami_read.verdict(ctx, d, deployments, changed, planned)
         maps = () if d.policy in joined.verdicts else (str(key),)
         out[d.policy] = SchedulerOutcome(verdict, maps, versions, pending, notes)
     return out

@@ -10,8 +10,9 @@ says how (Manual semantics).
 The change's time is the API server's, never the operator's clock: the latest
 ``managedFields[].time`` of the map as the write that changed it returned (stamped on the map,
 with the digest of the file it dates, ``STAMP``). A file whose digest differs from the stamp
-changed since (by a person, too) and is stamped again. Times have whole seconds; a pod
-created in the second of the change is not counted as newer (never a false "read it").
+changed since (by a person, too) and is stamped again. Times have whole seconds, so the stamp
+also names the scheduler pods live once the change was dated: those, and pods created in an
+earlier second, have not read it; a pod created later (even in the same second) has.
 
 The idea is Volcano's (``volcano_restart``, owned by the Volcano part); this module keeps its
 own small copy so the two can change apart.
@@ -48,22 +49,37 @@ def stamped(annotations: Mapping[str, str] | None) -> tuple[str, str]:
     return str(found.get("digest", "")), str(found.get("at", ""))
 
 
-def stamp(text: str, written: Mapping[str, Any]) -> str | None:
+def recorded(annotations: Mapping[str, str] | None) -> frozenset[str]:
+    """The uids of the scheduler pods live when the change was dated (they read the old file)."""
+    try:
+        found = json.loads((annotations or {}).get(STAMP) or "{}")
+    except ValueError:
+        return frozenset()
+    return frozenset(str(u) for u in found.get("pods") or [])
+
+
+def stamp(text: str, written: Mapping[str, Any], live: Iterable[str] = ()) -> str | None:
     """The stamp for ``text`` from the object as the API server returned it (its latest
-    managedFields time); None when the server gave no time."""
+    managedFields time) and the uids of the scheduler pods live after it (``live``: listed
+    after that answer, so every pod created before the change is among them); None when the
+    server gave no time."""
     times = [str(m.get("time")) for m in written["metadata"].get("managedFields") or []]
     times = [t for t in times if _time(t) is not None]
     if not times:
         return None
     at = max(times, key=lambda t: _time(t) or datetime.min)
-    return json.dumps({"digest": digest(text), "at": at}, sort_keys=True)
+    return json.dumps({"digest": digest(text), "at": at, "pods": sorted(live)}, sort_keys=True)
 
 
 def stale(
-    deployment: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], changed_at: str
+    deployment: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    changed_at: str,
+    before: frozenset[str] = frozenset(),
 ) -> list[str] | None:
     """What of the Deployment has not read the change (None: all of it has): its live pods
-    created before it, or a rollout not complete."""
+    created before it — those ``before`` names (live when it was dated), or created in an
+    earlier second — or a rollout not complete."""
     change = _time(changed_at)
     if change is None:
         return None
@@ -77,7 +93,11 @@ def stale(
         and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in match.items())
         and not p["metadata"].get("deletionTimestamp")
     ]
-    old = sorted(p["metadata"]["name"] for p in mine if not _newer(p, change))
+    old = sorted(
+        p["metadata"]["name"]
+        for p in mine
+        if p["metadata"].get("uid") in before or _older(p, change)
+    )
     generation = deployment.get("metadata", {}).get("generation", 0)
     complete = status.get("observedGeneration", 0) >= generation and all(
         int(status.get(k) or 0) == replicas for k in ("updatedReplicas", "availableReplicas")
@@ -87,9 +107,9 @@ def stale(
     return old or None
 
 
-def _newer(pod: Mapping[str, Any], change: datetime) -> bool:
+def _older(pod: Mapping[str, Any], change: datetime) -> bool:
     created = _time(str(pod["metadata"].get("creationTimestamp", "")))
-    return created is not None and created > change
+    return created is None or created < change
 
 
 def _time(text: str) -> datetime | None:

@@ -28,7 +28,12 @@ def _deployment(replicas: int = 1, *, updated: int = 1, available: int = 1, seen
 
 
 def _pod(name: str, created: str, labels: dict[str, str] = LABELS, gone: bool = False) -> Any:
-    meta: dict[str, Any] = {"name": name, "creationTimestamp": created, "labels": labels}
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"uid-{name}",
+        "creationTimestamp": created,
+        "labels": labels,
+    }
     if gone:
         meta["deletionTimestamp"] = created
     return {"metadata": meta}
@@ -37,7 +42,12 @@ def _pod(name: str, created: str, labels: dict[str, str] = LABELS, gone: bool = 
 # (deployment, pods, what has not read the change; None: all has)
 CASES = {
     "pod older than the change": (_deployment(), [_pod("a", "2026-12-02T02:59:00Z")], ["a"]),
-    "pod of the same second": (_deployment(), [_pod("a", CHANGE)], ["a"]),
+    "pod live when the change was dated, same second": (
+        _deployment(),
+        [_pod("live", CHANGE)],
+        ["live"],
+    ),
+    "pod created later in the same second": (_deployment(), [_pod("a", CHANGE)], None),
     "pod newer": (_deployment(), [_pod("b", "2026-12-02T03:00:01Z")], None),
     "old pod terminating, new running": (
         _deployment(),
@@ -65,7 +75,7 @@ CASES = {
 
 @pytest.mark.parametrize(("deployment", "pods", "stale"), CASES.values(), ids=CASES)
 def test_what_has_not_read_the_change(deployment: Any, pods: Any, stale: Any) -> None:
-    assert r.stale(deployment, pods, CHANGE) == stale
+    assert r.stale(deployment, pods, CHANGE, frozenset({"uid-live"})) == stale
 
 
 def test_the_stamp_is_the_servers_latest_time_with_the_files_digest() -> None:
@@ -77,9 +87,14 @@ def test_the_stamp_is_the_servers_latest_time_with_the_files_digest() -> None:
             ]
         }
     }
-    stamp = r.stamp("vnpus: []\n", written)
+    stamp = r.stamp("vnpus: []\n", written, ["uid-b", "uid-a"])
     assert stamp is not None
-    assert json.loads(stamp) == {"digest": r.digest("vnpus: []\n"), "at": "2026-12-02T03:00:07Z"}
+    assert json.loads(stamp) == {
+        "digest": r.digest("vnpus: []\n"),
+        "at": "2026-12-02T03:00:07Z",
+        "pods": ["uid-a", "uid-b"],
+    }
+    assert r.recorded({r.STAMP: stamp}) == {"uid-a", "uid-b"}
     assert r.stamped({r.STAMP: stamp}) == (r.digest("vnpus: []\n"), "2026-12-02T03:00:07Z")
     assert r.stamp("x", {"metadata": {}}) is None
     assert r.stamped({r.STAMP: "not json"}) == ("", "")
