@@ -6,14 +6,16 @@ from its spec and the chips of the nodes it governs, reads the two objects by na
 makes them match — created, updated (a PUT of the object as read: a concurrent writer is a
 409 and the sync re-reads), or deleted when the policy says ``podContract: Off``, drops
 ``spec.scheduler`` or is deleted. An object of that name Tessera does not own is never
-touched: the policy is Stalled with reason ``Conflict`` naming it. An API error is reported
-by the pass (``skeleton.failed``), never hidden as Ready.
+touched: the policy is Stalled with reason ``Conflict`` naming it. So is a policy whose
+contract contradicts another's on a resource both guard (``admission.overlap``): neither is
+enforced, and objects of theirs already written are removed. An API error is reported by
+the pass (``skeleton.failed``), never hidden as Ready.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ from tessera.domain import admission
 from tessera.domain.conditions import Verdict
 from tessera.domain.dra.naming import declarer
 from tessera.domain.failures import Failure
+from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.nodes import NodeFacts
 
 from . import skeleton
@@ -43,11 +46,13 @@ class NotServed(ApiError):
 @dataclass(frozen=True)
 class Guarded:
     """What a pass did with a policy's contract: the policy object's name ("" for none),
-    names of same-named objects Tessera does not own, and whether the sync failed."""
+    names of same-named objects Tessera does not own, the other policies whose contracts
+    contradict its own, and whether the sync failed."""
 
     name: str = ""
     conflicts: tuple[str, ...] = ()
     failed: bool = False
+    overlaps: tuple[admission.Overlap, ...] = ()
 
 
 def chips(facts: Mapping[str, NodeFacts], nodes: Iterable[str]) -> list[str]:
@@ -56,16 +61,33 @@ def chips(facts: Mapping[str, NodeFacts], nodes: Iterable[str]) -> list[str]:
     return sorted({chip for chip in found if chip})
 
 
+def overlapping(
+    policies: Iterable[Policy],
+    facts: Mapping[str, NodeFacts],
+    nodes_of: Callable[[str], Iterable[str]],
+) -> dict[str, tuple[admission.Overlap, ...]]:
+    """Each policy whose contract contradicts another's (``admission.overlaps``), from every
+    policy's contract over the chips of the nodes it governs (``nodes_of``)."""
+    found = (
+        admission.contract_of(p.name, p.spec, chips(facts, nodes_of(p.name))) for p in policies
+    )
+    return admission.overlaps(k for k in found if k is not None)
+
+
 def sync(
     ctx: Context,
     obj: Obj | None,
     name: str,
     spec: SharingPolicySpec | None,
     held: Iterable[str] = (),
+    overlaps: Iterable[admission.Overlap] = (),
 ) -> Guarded:
     """Make policy ``name``'s two objects match its contract (none when ``spec`` is None:
-    the policy is being deleted); ``held``: chip names of its nodes."""
+    the policy is being deleted, or when it contradicts another's: ``overlaps``);
+    ``held``: chip names of its nodes."""
+    overlaps = tuple(overlaps)
     contract = admission.contract_of(name, spec, held) if spec is not None else None
+    contract = None if overlaps else contract
     desired = [admission.policy(contract), admission.binding(contract)] if contract else []
     who, target = declarer(KIND, name), admission.name_of(name)
     try:
@@ -80,17 +102,24 @@ def sync(
             if found.conflicts and obj is not None:
                 text = admission.conflict_message(found.conflicts, who)
                 ctx.events.post(ref_of(obj), "Conflict", text, ctx.clock(), "Warning")
-            return Guarded(target if contract else "", found.conflicts)
+            if overlaps and obj is not None:
+                text = admission.overlap_message(who, overlaps)
+                ctx.events.post(ref_of(obj), "Conflict", text, ctx.clock(), "Warning")
+            return Guarded(target if contract else "", found.conflicts, overlaps=overlaps)
         raise ApiError(409, "Conflict", f"{target} kept changing while Tessera wrote it")
     except ApiError as err:
         log.warning("pod contract of %s/%s not synced: %s", KIND, name, err)
         skeleton.failed(Failure(err.status, f"pod contract {target}: {err}"))
-        return Guarded(target if contract else "", failed=True)
+        return Guarded(target if contract else "", failed=True, overlaps=overlaps)
 
 
 def verdict(base: Verdict, guarded: Guarded, name: str) -> Verdict:
-    """``admission.with_conflicts``: a same-named object Tessera does not own stalls it."""
-    return admission.with_conflicts(base, guarded.conflicts, declarer(KIND, name))
+    """``admission.with_conflicts``: a same-named object Tessera does not own stalls it;
+    ``admission.with_overlaps``: so does a contract contradicting another policy's."""
+    who = declarer(KIND, name)
+    return admission.with_overlaps(
+        admission.with_conflicts(base, guarded.conflicts, who), guarded.overlaps, who
+    )
 
 
 def report(found: dict[str, Any], spec: SharingPolicySpec, guarded: Guarded) -> None:

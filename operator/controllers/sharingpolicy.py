@@ -72,7 +72,8 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     scheduler = schedulers.report(scheduled, name)
     verdict = sched_outcome.overall(verdict, scheduler)
     held = pod_contract.chips(snap.facts, plan.assignment.nodes_of(name))  # its pod contract
-    guarded = pod_contract.sync(ctx, obj, name, spec, held)
+    overlaps = pod_contract.overlapping(snap.policies, snap.facts, plan.assignment.nodes_of)
+    guarded = pod_contract.sync(ctx, obj, name, spec, held, overlaps.get(name, ()))
     verdict = pod_contract.verdict(verdict, guarded, name)
     actions = len(rolled.actions) if rolled is not None else 0
     log.info(

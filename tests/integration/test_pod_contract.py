@@ -299,7 +299,8 @@ def test_changing_the_policy_updates_the_admission_policy(kube: Kube, user: User
 
 def test_a_deleted_binding_is_restored_and_off_removes_both(kube: Kube, user: User) -> None:
     _apply_policy(kube, _policy("Warn"))
-    _current(kube, "need schedulerName: volcano")  # the previous test left HAMi's: wait for this spec's pass
+    # the previous test left HAMi's objects: wait for this spec's pass before deleting
+    _current(kube, "need schedulerName: volcano")
     kube.delete(f"{admission.BINDINGS}/{VAP}")
     eventually(lambda: _objects(kube)[1], 60, "the binding deleted by hand to be restored")
     kube.patch(f"{SP}/{NAME}", {"spec": {"scheduler": {"podContract": "Off"}}}, kind="merge")
