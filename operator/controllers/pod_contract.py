@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.adapters.kube import ApiError, Obj
+from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import admission
@@ -61,32 +61,59 @@ def chips(facts: Mapping[str, NodeFacts], nodes: Iterable[str]) -> list[str]:
     return sorted({chip for chip in found if chip})
 
 
-def overlapping(
+def guard(
+    ctx: Context,
+    obj: Obj,
+    name: str,
     policies: Iterable[Policy],
     facts: Mapping[str, NodeFacts],
     nodes_of: Callable[[str], Iterable[str]],
-) -> dict[str, tuple[admission.Overlap, ...]]:
-    """Each policy whose contract contradicts another's (``admission.overlaps``), from every
-    policy's contract over the chips of the nodes it governs (``nodes_of``)."""
-    found = (
-        admission.contract_of(p.name, p.spec, chips(facts, nodes_of(p.name))) for p in policies
-    )
-    return admission.overlaps(k for k in found if k is not None)
+) -> Guarded:
+    """A pass's pod-contract step for policy ``name``: every policy's contract over the
+    chips of the nodes it governs (``nodes_of``) and the scheduler name its cluster uses;
+    this one's written unless it contradicts another's (``admission.overlaps``). HAMi's
+    Deployment not readable: the failure is reported and the objects are left as they are
+    (a contract with a guessed scheduler name would be a false one)."""
+    read: dict[tuple[str, str], Obj | None] = {}
+    contracts: dict[str, admission.Contract | None] = {}
+    for p in policies:
+        held = chips(facts, nodes_of(p.name))
+        try:
+            names = admission.scheduler_names(_hami_deployment(ctx, p.spec, read))
+        except ApiError as err:
+            if p.name == name:
+                log.warning("pod contract of %s/%s not synced: %s", KIND, name, err)
+                skeleton.failed(Failure(err.status, f"pod contract: HAMi's Deployment: {err}"))
+                return Guarded(failed=True)
+            continue  # another's: its own pass reports it
+        contracts[p.name] = admission.contract_of(p.name, p.spec, held, names)
+    overlaps = admission.overlaps(k for k in contracts.values() if k is not None)
+    return sync(ctx, obj, name, contracts.get(name), overlaps.get(name, ()))
+
+
+def _hami_deployment(
+    ctx: Context, spec: SharingPolicySpec, read: dict[tuple[str, str], Obj | None]
+) -> Obj | None:
+    """The HAMi scheduler Deployment the policy names (read once per pass; None: absent)."""
+    if spec.scheduler is None:
+        return None
+    ref = spec.scheduler.hami.deployment
+    key = (ref.namespace, ref.name)
+    if key not in read:
+        read[key] = ctx.kube.get_or_none(path_of("apps/v1", "deployments", ref.name, ref.namespace))
+    return read[key]
 
 
 def sync(
     ctx: Context,
     obj: Obj | None,
     name: str,
-    spec: SharingPolicySpec | None,
-    held: Iterable[str] = (),
+    contract: admission.Contract | None,
     overlaps: Iterable[admission.Overlap] = (),
 ) -> Guarded:
-    """Make policy ``name``'s two objects match its contract (none when ``spec`` is None:
-    the policy is being deleted, or when it contradicts another's: ``overlaps``);
-    ``held``: chip names of its nodes."""
+    """Make policy ``name``'s two objects match ``contract`` (none when None: the policy is
+    being deleted or wants none, or when it contradicts another's: ``overlaps``)."""
     overlaps = tuple(overlaps)
-    contract = admission.contract_of(name, spec, held) if spec is not None else None
     contract = None if overlaps else contract
     desired = [admission.policy(contract), admission.binding(contract)] if contract else []
     who, target = declarer(KIND, name), admission.name_of(name)

@@ -20,6 +20,7 @@ from .changes import Change, Changes, conflict_message, diff, owned, with_confli
 from .contract import Contract, contract_of, hami_common_word
 from .manifests import API, BINDINGS, DECLARED_BY, POLICIES, binding, name_of, policy
 from .overlap import Overlap, overlap_message, overlaps, with_overlaps
+from .scheduler_name import names as scheduler_names
 
 __all__ = [
     "API",
@@ -40,6 +41,7 @@ __all__ = [
     "overlaps",
     "owned",
     "policy",
+    "scheduler_names",
     "summary",
     "with_conflicts",
     "with_overlaps",

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tessera.api import constants as c
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import admission
 from tessera.domain import cluster as observe
 from tessera.domain.dra.naming import declarer
@@ -43,7 +44,9 @@ def previews(before: Cluster, after: Cluster) -> AdmissionPreviews:
     names = {*before.of_kind(KIND), *(p.name for p in wanted)}
     specs = {p.name: p.spec for p in wanted}
     contracts = {
-        name: admission.contract_of(name, spec, _chips(facts, governs.nodes_of(name)))
+        name: admission.contract_of(
+            name, spec, _chips(facts, governs.nodes_of(name)), _names(after, spec)
+        )
         for name, spec in specs.items()
     }
     overlaps = admission.overlaps(k for k in contracts.values() if k is not None)
@@ -71,6 +74,19 @@ def previews(before: Cluster, after: Cluster) -> AdmissionPreviews:
 
 def _chips(facts: Mapping[str, NodeFacts], nodes: Iterable[str]) -> set[str]:
     return {facts[n].labels.get(c.NPU_CHIP_NAME_LABEL, "") for n in nodes}
+
+
+def _names(cluster: Cluster, spec: SharingPolicySpec) -> dict[str, str]:
+    """Each scheduler's name, HAMi's from the Deployment the policy names (as the operator)."""
+    if spec.scheduler is None:
+        return admission.scheduler_names(None)
+    ref = spec.scheduler.hami.deployment
+    found = [
+        d
+        for d in cluster.deployments
+        if (d["metadata"].get("namespace"), d["metadata"]["name"]) == (ref.namespace, ref.name)
+    ]
+    return admission.scheduler_names(found[0] if found else None)
 
 
 def _observed(cluster: Cluster, policy: str) -> list[Raw]:
