@@ -71,8 +71,8 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     scheduled = schedulers.sync(ctx, snap.policies, plan, snap.nodes, refs=snap.refs)
     scheduler = schedulers.report(scheduled, name)
     verdict = sched_outcome.overall(verdict, scheduler)
-    held = pod_contract.chips(snap.facts, plan.assignment.nodes_of(name))  # its pod contract
-    guarded = pod_contract.sync(ctx, obj, name, spec, held)
+    nodes_of = plan.assignment.nodes_of  # its pod contract, against every policy's
+    guarded = pod_contract.guard(ctx, obj, name, snap.policies, snap.facts, nodes_of)
     verdict = pod_contract.verdict(verdict, guarded, name)
     actions = len(rolled.actions) if rolled is not None else 0
     log.info(

@@ -24,6 +24,7 @@ from tessera.controllers.loop import Controller, Waiting, guarded
 from tessera.controllers.runtime import Context
 from tessera.controllers.writer_lease import WriterLease
 from tessera.domain.rollout import PodView
+from tessera.handlers import contract_watch
 from tessera.handlers.wakeups import (
     NodeWakeups,
     Wakeups,
@@ -54,6 +55,7 @@ def build_registry(ctx: Context, *, lease: WriterLease | None = None) -> kopf.Op
         _register_kind(registry, ctx, wakeups, controller, lease)
     _register_watches(registry, ctx, wakeups)
     _register_sharing_maps(registry, ctx, wakeups)
+    contract_watch.register(registry, wakeups)  # pod contracts edited or deleted by hand
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -13,6 +13,7 @@ answers, then makes the real request.
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,15 +169,23 @@ def _objects(kube: Kube) -> tuple[Obj | None, Obj | None]:
     )
 
 
-def _guarded(kube: Kube) -> tuple[Obj, Obj]:
+def _guarded(kube: Kube, words: str = "") -> tuple[Obj, Obj]:
+    """Both objects once the pass of the policy's current spec is over (status observed its
+    generation, naming the VAP: the objects were synced to that spec before) and ``words``
+    are in the VAP. Tests share one policy and may run in any order (``-n``), so an earlier
+    test's objects are never taken for this spec's."""
+
     def probe() -> tuple[Obj, Obj] | None:
         vap, bound = _objects(kube)
-        status = ((policy(kube, NAME) or {}).get("status") or {}).get("scheduler") or {}
-        if vap and bound and status.get("admissionPolicy") == VAP:
+        obj = policy(kube, NAME) or {"metadata": {}}
+        found = obj.get("status") or {}
+        seen = found.get("observedGeneration") == obj["metadata"].get("generation")
+        named = (found.get("scheduler") or {}).get("admissionPolicy") == VAP
+        if vap and bound and seen and named and words in json.dumps(vap["spec"]):
             return vap, bound
         return None
 
-    return eventually(probe, 60, f"{VAP} and its binding, named in status")
+    return eventually(probe, 60, f"{VAP} and its binding for the current spec, named in status")
 
 
 def test_full_contract_passes_and_a_missing_annotation_is_warned(kube: Kube, user: User) -> None:
@@ -188,6 +197,9 @@ def test_full_contract_passes_and_a_missing_annotation_is_warned(kube: Kube, use
     bare = _pod("no-mode", annotation=None)
     _answers(user, bare, MISSING_ANNOTATION)
 
+    # an earlier test's spec may still be in the API server's admission for a moment
+    quiet = lambda: "Warning" not in user.apply(_pod("full"), dry_run=True).stderr  # noqa: E731
+    eventually(quiet, 60, "the full contract to pass the current spec's policy")
     full = user.apply(_deployment(_pod("full")))
     assert full.returncode == 0, full.stderr
     assert "Warning" not in full.stderr, full.stderr
@@ -281,13 +293,20 @@ def test_changing_the_policy_updates_the_admission_policy(kube: Kube, user: User
 
 def test_a_deleted_binding_is_restored_and_off_removes_both(kube: Kube, user: User) -> None:
     _apply_policy(kube, _policy("Warn"))
-    _guarded(kube)
+    # the previous test left HAMi's objects: wait for this spec's pass before deleting
+    _guarded(kube, "need schedulerName: volcano")
     kube.delete(f"{admission.BINDINGS}/{VAP}")
     eventually(lambda: _objects(kube)[1], 60, "the binding deleted by hand to be restored")
     kube.patch(f"{SP}/{NAME}", {"spec": {"scheduler": {"podContract": "Off"}}}, kind="merge")
     eventually(lambda: _objects(kube) == (None, None), 60, f"{VAP} and binding removed")
-    status = ((policy(kube, NAME) or {}).get("status") or {}).get("scheduler") or {}
-    assert not status.get("admissionPolicy")
+
+    def unnamed() -> bool:  # status is written at the end of the pass that deleted them
+        obj = policy(kube, NAME) or {"metadata": {}}
+        found = obj.get("status") or {}
+        seen = found.get("observedGeneration") == obj["metadata"].get("generation")
+        return seen and not (found.get("scheduler") or {}).get("admissionPolicy")
+
+    eventually(unnamed, 60, "status.scheduler.admissionPolicy cleared")
     bare = _pod("off", annotation=None)
     eventually(lambda: "Warning" not in user.apply(bare, dry_run=True).stderr, 60, "no warning")
     quiet = user.apply(bare)
@@ -302,6 +321,9 @@ def test_deleting_the_policy_removes_policy_and_binding(kube: Kube, user: User) 
 
 
 def test_a_same_named_policy_tessera_does_not_own_is_left_alone(kube: Kube, user: User) -> None:
+    if policy(kube, NAME) is not None:  # an earlier test's (any order): its objects go with it
+        delete_policy(kube, NAME)
+    eventually(lambda: _objects(kube) == (None, None), 60, f"no {VAP} left")
     theirs = {
         **_meta("ValidatingAdmissionPolicy", VAP, admission.API),
         "spec": {

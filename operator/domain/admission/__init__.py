@@ -9,6 +9,8 @@ CEL, no webhook) that warn about — or deny — pods and workload templates mis
 * ``contract``   what a policy's pods must carry (pure: spec + the chips its nodes hold);
 * ``cel``        the CEL expressions of a contract, one validation per missing piece;
 * ``manifests``  the policy and binding objects, labelled and annotated as Tessera's own;
+* ``overlap``    two policies guarding one resource and asking for different pieces
+                 (a conflict on both: neither contract enforced);
 * ``changes``    desired against observed: create, update, delete, or a name Tessera does
                  not own (a conflict, never overwritten).
 """
@@ -17,6 +19,8 @@ from .cel import summary
 from .changes import Change, Changes, conflict_message, diff, owned, with_conflicts
 from .contract import Contract, contract_of, hami_common_word
 from .manifests import API, BINDINGS, DECLARED_BY, POLICIES, binding, name_of, policy
+from .overlap import Overlap, overlap_message, overlaps, with_overlaps
+from .scheduler_name import names as scheduler_names
 
 __all__ = [
     "API",
@@ -26,14 +30,19 @@ __all__ = [
     "Change",
     "Changes",
     "Contract",
+    "Overlap",
     "binding",
     "conflict_message",
     "contract_of",
     "diff",
     "hami_common_word",
     "name_of",
+    "overlap_message",
+    "overlaps",
     "owned",
     "policy",
+    "scheduler_names",
     "summary",
     "with_conflicts",
+    "with_overlaps",
 ]

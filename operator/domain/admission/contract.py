@@ -13,17 +13,19 @@ serve, and a cluster-wide policy cannot tell those pods apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain.schedulers import vnpus
 
+from . import scheduler_name
+
 VNPU_MODE_ANNOTATION = "huawei.com/vnpu-mode"
 HAMI_CORE = "hami-core"
 ASCEND_RUNTIME_CLASS = "ascend"
-SCHEDULER_NAMES = {"HAMi": "hami-scheduler", "Volcano": "volcano"}
+SCHEDULER_NAMES = scheduler_name.DEFAULTS  # the charts' names; HAMi's read from its Deployment
 HAMI_GPU_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 VOLCANO_GPU_RESOURCES = (
     "volcano.sh/vgpu-number",
@@ -75,10 +77,16 @@ def hami_common_word(chip: str) -> str:
 hami_chip = vnpus.hami_chip
 
 
-def contract_of(name: str, spec: SharingPolicySpec, chips: Iterable[str]) -> Contract | None:
+def contract_of(
+    name: str,
+    spec: SharingPolicySpec,
+    chips: Iterable[str],
+    names: Mapping[str, str] = SCHEDULER_NAMES,
+) -> Contract | None:
     """The contract of policy ``name`` whose governed nodes hold ``chips`` (DCMI chip names;
     ones HAMi ships no entry for are ignored, and none known guards every chip HAMi ships);
-    None when it has none (no ``spec.scheduler``, ``podContract: Off``).
+    None when it has none (no ``spec.scheduler``, ``podContract: Off``). ``names``: each
+    scheduler's ``schedulerName`` (``scheduler_name.names``: HAMi's from its Deployment).
     """
     sched = spec.scheduler
     if sched is None or sched.pod_contract == "Off":
@@ -89,7 +97,7 @@ def contract_of(name: str, spec: SharingPolicySpec, chips: Iterable[str]) -> Con
         gpu = VOLCANO_GPU_RESOURCES if sched.name == "Volcano" else HAMI_GPU_RESOURCES
     if part is None and not gpu:
         return None
-    scheduler = SCHEDULER_NAMES[sched.name]
+    scheduler = names.get(sched.name) or SCHEDULER_NAMES[sched.name]
     return Contract(name, sched.pod_contract, scheduler, sched.name, part, gpu)
 
 

@@ -107,3 +107,22 @@ def test_a_name_tessera_does_not_own_is_a_conflict() -> None:
         f"ValidatingAdmissionPolicy {VAP} exists and is not Tessera's: SharingPolicy/asc would "
         "be Stalled, reason Conflict",
     ]  # (the world has no scheduler: the policy also waits for one, another line)
+
+
+def test_a_second_policy_contradicting_the_first_removes_both_contracts() -> None:
+    """A HAMi policy on the same chips as the Volcano one: both would be Stalled (Conflict),
+    the written contract is deleted and none created."""
+    live = _policy()
+    other = SharingPolicyWrapper("asc-hami").pool("npu").backend("Exclusive")
+    hami = other.spec(ascend={"softSlicing": True}, scheduler={"name": "HAMi"}).obj()
+    result = preview.preview(world(*_nodes(), live, *_stored(live)), [live, hami], T0)
+    assert _changes(result) == [
+        ("delete", "ValidatingAdmissionPolicyBinding"),
+        ("delete", "ValidatingAdmissionPolicy"),
+    ]
+    ours = [c for c in result.conflicts if "guards huawei.com/Ascend310P" in c]
+    assert [c.split(":")[0] for c in ours] == [
+        "SharingPolicy/asc would be Stalled, reason Conflict",
+        "SharingPolicy/asc-hami would be Stalled, reason Conflict",
+    ]
+    assert "SharingPolicy asc-hami guards" in ours[0] and "schedulerName volcano here" in ours[0]
