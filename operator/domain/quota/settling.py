@@ -16,7 +16,11 @@ hands it back with the usage it observes now: status.used and Tessera's own
 recount, per namespace and resource. A namespace seen for the first time (the
 operator just started, or it just joined) counts as quiet: there is nothing to
 compare with, and the plan's other guards (resourceVersion preconditions,
-lowering before raising) hold regardless.
+lowering before raising) hold regardless. A namespace busy without a pause for
+longer than ``PATIENCE`` (a steady stream of pods) counts as quiet again, so
+headroom still moves under constant churn, with the recount window open as it
+was before Tessera waited at all: waiting narrows the window, it cannot
+starve a namespace.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from datetime import datetime, timedelta
 from .objects import SeenQuota
 
 SETTLE = timedelta(seconds=1)  # usage unchanged this long: admission has gone quiet there
+PATIENCE = timedelta(seconds=15)  # busy for longer than this: moves go ahead regardless
 Snapshot = tuple[tuple[str, int | None, int | None], ...]  # (resource, status.used, recount)
 
 
@@ -35,6 +40,7 @@ Snapshot = tuple[tuple[str, int | None, int | None], ...]  # (resource, status.u
 class Seen:
     usage: Snapshot
     since: datetime | None  # when it last changed; None: unchanged since first seen
+    busy_since: datetime | None = None  # when it last went from quiet to busy
 
 
 Record = Mapping[str, Seen]  # namespace → what the previous pass saw there
@@ -59,19 +65,27 @@ def usage(
 
 
 def busy(
-    previous: Record, now_usage: Mapping[str, Snapshot], now: datetime, settle: timedelta = SETTLE
+    previous: Record,
+    now_usage: Mapping[str, Snapshot],
+    now: datetime,
+    settle: timedelta = SETTLE,
+    patience: timedelta = PATIENCE,
 ) -> tuple[frozenset[str], dict[str, Seen]]:
-    """The namespaces whose usage changed within ``settle``, and the record for the next pass."""
+    """The namespaces whose usage changed within ``settle`` (for at most ``patience`` on
+    end), and the record for the next pass."""
     record: dict[str, Seen] = {}
+    active: set[str] = set()
     for ns, snapshot in now_usage.items():
         last = previous.get(ns)
         if last is None:
             record[ns] = Seen(snapshot, None)  # first seen: nothing to compare with
-        elif last.usage != snapshot:
-            record[ns] = Seen(snapshot, now)
-        else:
-            record[ns] = last
-    active = frozenset(
-        ns for ns, s in record.items() if s.since is not None and now - s.since < settle
-    )
-    return active, record
+            continue
+        since = now if last.usage != snapshot else last.since
+        if since is None or now - since >= settle:
+            record[ns] = Seen(snapshot, since)  # quiet
+            continue
+        began = last.busy_since or now
+        record[ns] = Seen(snapshot, since, began)
+        if now - began < patience:
+            active.add(ns)
+    return frozenset(active), record

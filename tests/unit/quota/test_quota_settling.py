@@ -128,6 +128,19 @@ def test_a_namespace_is_busy_for_a_second_after_its_usage_changed(
     assert (got == {"a"}) is busy
 
 
+def test_a_namespace_busy_without_a_pause_is_not_waited_for_past_patience() -> None:
+    _, record = settling.busy({}, {"a": snapshot(0)}, T0)
+    waited = []
+    for tick in range(1, 41):  # a pod every half second for 20 s
+        now = T0 + timedelta(seconds=tick / 2)
+        got, record = settling.busy(record, {"a": snapshot(tick)}, now)
+        waited.append(got == {"a"})
+    assert waited == [True] * 30 + [False] * 10  # 15 s of waiting, then moves go ahead
+    got, record = settling.busy(record, {"a": snapshot(40)}, T0 + timedelta(seconds=30))
+    got, _ = settling.busy(record, {"a": snapshot(41)}, T0 + timedelta(seconds=31))
+    assert got == {"a"}  # after a pause, a new burst is waited for again
+
+
 def test_a_recount_change_alone_makes_a_namespace_busy() -> None:
     _, record = settling.busy({}, {"a": snapshot(2, 2)}, T0)
     got, _ = settling.busy(record, {"a": snapshot(2, 3)}, T0 + timedelta(seconds=0.5))
