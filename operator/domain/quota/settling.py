@@ -80,7 +80,7 @@ def busy(
         if last is None:
             record[ns] = Seen(snapshot, None)  # first seen: nothing to compare with
             continue
-        since = now if last.usage != snapshot else last.since
+        since = now if _charged(last.usage, snapshot) else last.since
         if since is None or now - since >= settle:
             record[ns] = Seen(snapshot, since)  # quiet
             continue
@@ -89,3 +89,14 @@ def busy(
         if now - began < patience:
             active.add(ns)
     return frozenset(active), record
+
+
+def _charged(before: Snapshot, after: Snapshot) -> bool:
+    """Whether usage moved; a ``status.used`` filled in for the first time is the quota
+    controller's doing on a quota just written (admission refuses until then), not a charge."""
+    if [r for r, _, _ in before] != [r for r, _, _ in after]:
+        return True
+    return any(
+        counted != counted_now or (used is not None and used != used_now)
+        for (_, used, counted), (_, used_now, counted_now) in zip(before, after, strict=True)
+    )

@@ -141,6 +141,12 @@ def test_a_namespace_busy_without_a_pause_is_not_waited_for_past_patience() -> N
     assert got == {"a"}  # after a pause, a new burst is waited for again
 
 
+def test_a_status_filled_in_for_the_first_time_is_not_a_charge() -> None:
+    _, record = settling.busy({}, {"a": ((MIG, None, None),)}, T0)
+    got, _ = settling.busy(record, {"a": snapshot(0)}, T0 + timedelta(seconds=0.5))
+    assert got == frozenset()
+
+
 def test_a_recount_change_alone_makes_a_namespace_busy() -> None:
     _, record = settling.busy({}, {"a": snapshot(2, 2)}, T0)
     got, _ = settling.busy(record, {"a": snapshot(2, 3)}, T0 + timedelta(seconds=0.5))
