@@ -19,7 +19,7 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain import selectors
 from tessera.domain.conditions import Verdict
-from tessera.domain.quota import devices, objects, planning, recount, reporting
+from tessera.domain.quota import devices, objects, planning, recount, reporting, settling
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota.names import device_class, quota_key
 from tessera.domain.quota.quantities import QuantityError, accelerators, counts
@@ -35,6 +35,9 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods are never charged
 FAST_REQUEUE = 0.5  # waiting for the quota controller to confirm a wave
 log = logging.getLogger("tessera.tenantquota")
+# What each TenantQuota's previous pass saw its namespaces use (``settling``). Lost on
+# restart, and possibly stale (a tenant deleted and re-created): either only delays moves.
+_ACTIVITY: dict[str, settling.Record] = {}
 _KIND = skeleton.Kind(
     KIND,
     PLURAL,
@@ -64,16 +67,23 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
     try:
         seen = _seen_quotas(ctx)
         present = _recount(ctx, spec, membership.namespaces_of(name))
-        plan = planning.plan(name, spec, membership, seen, present)
+        busy = _busy(ctx, name, spec, membership.namespaces_of(name), seen, present)
+        plan = planning.plan(name, spec, membership, seen, present, busy)
     except QuantityError as err:
         return skeleton.Outcome(Verdict("stalled", "InvalidSpec", str(err)))
+    if plan.waiting:
+        log.info(
+            "tenantquota/%s: waiting for admission in %s to settle before moving headroom",
+            name,
+            ", ".join(plan.waiting),
+        )
     wave = plan.next_wave
     for action in wave:
         _apply(ctx, obj, action, seen)
     if wave:  # re-observe before the status claims anything about the new limits
         seen = _seen_quotas(ctx)
         present = _recount(ctx, spec, membership.namespaces_of(name))
-        plan = planning.plan(name, spec, membership, seen, present)
+        plan = planning.plan(name, spec, membership, seen, present, busy)
     capacity = _capacity(ctx, {r for s in tenants.values() for r in (*s.hard, *(s.total or {}))})
     commitments = {
         t: reporting.commitment(s, len(membership.namespaces_of(t))) for t, s in tenants.items()
@@ -88,6 +98,7 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
 
 def finalize(ctx: Context, name: str) -> bool:
     """Remove exactly this tenant's ResourceQuotas (never anyone else's)."""
+    _ACTIVITY.pop(name, None)
     for quota in ctx.kube.list("/api/v1/resourcequotas", label_selector=objects.selector()):
         seen = objects.read(quota)
         if seen is not None and seen.tenant == name:
@@ -133,6 +144,22 @@ def _recount(
             claims = ctx.kube.list(f"{RESOURCE_API}/namespaces/{ns}/resourceclaims")
             found.append(recount.claims(by_claims, claims))
     return recount.merged(*found)
+
+
+def _busy(
+    ctx: Context,
+    name: str,
+    spec: TenantQuotaSpec,
+    namespaces: Iterable[str],
+    seen: list[objects.SeenQuota],
+    present: dict[str, dict[str, int]],
+) -> frozenset[str]:
+    """The namespaces admission charged within ``settling.SETTLE``; remembers this pass's view."""
+    now = settling.usage(
+        name, namespaces, counts(spec.total or {}, what="spec.total"), seen, present
+    )
+    busy, _ACTIVITY[name] = settling.busy(_ACTIVITY.get(name, {}), now, ctx.clock())
+    return busy
 
 
 def _capacity(ctx: Context, resources: set[str]) -> dict[str, int]:

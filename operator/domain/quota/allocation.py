@@ -52,7 +52,10 @@ undercounted write and Tessera's next pass, admission may let in up to the
 lag more in that namespace, beyond even its own limit; and Tessera sees a lag
 only once the pods are stored (it does not watch pods: a pod stored after the
 pass that followed its charge waits for the next quota event or resync). Every
-limit Tessera writes during a burst triggers such a recount, so under
+limit Tessera writes during a burst would trigger such a recount, so headroom
+moves into and out of namespaces admission is charging wait until they are
+quiet (``settling``); the writes that cannot wait (lowering to keep the sum
+within the total) and the quota controller's own recounts remain, so under
 concurrent creates the tenant total is kept as tightly as Kubernetes keeps a
 single namespace's quota, no tighter: ``sum(spec.hard) <= total`` always
 holds, the pods admitted can transiently pass it by what one recount dropped.

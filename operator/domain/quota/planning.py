@@ -13,6 +13,15 @@ A namespace that left the tenant loses its quota in wave 1, unless another
 tenant now owns it and has no quota there yet, or it is contested: deleting
 then would leave it with no limit at all, so the delete is *held* until the
 new owner's quota exists.
+
+Headroom moves wait while admission is busy in the namespace they would write
+(``settling``): given the ``busy`` namespaces, a wave-1 decrease that only
+moves headroom (the limits' sum is within the total) is deferred there, and
+with it the whole of wave 2, which counts on every decrease; a wave-2 raise
+into a busy namespace is deferred too. ``waiting`` names them; the plan is not
+settled until they are written. What keeps the sum within the total (the total
+lowered, an undercount to absorb), creates, deletes and changes to resources
+without a total are never deferred: a delay is only ever safe for moves.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ class Plan:
     unconfirmed: tuple[str, ...] = ()  # namespaces whose status.hard lags spec.hard
     held: tuple[str, ...] = ()  # deletes held until the namespace's new owner has a quota
     over_total: tuple[str, ...] = ()  # resources whose usage alone exceeds the total
+    waiting: tuple[str, ...] = ()  # busy namespaces whose headroom moves are deferred
 
     @property
     def next_wave(self) -> tuple[Action, ...]:
@@ -67,7 +77,7 @@ class Plan:
 
     @property
     def settled(self) -> bool:
-        return not (self.wave1 or self.wave2 or self.unconfirmed or self.held)
+        return not (self.wave1 or self.wave2 or self.unconfirmed or self.held or self.waiting)
 
 
 def plan(
@@ -76,12 +86,14 @@ def plan(
     membership: Membership,
     seen: Iterable[SeenQuota],
     present: Mapping[str, Limits] | None = None,
+    busy: frozenset[str] = frozenset(),
 ) -> Plan:
     """The plan for ``tenant``; ``seen`` holds every Tessera quota observed, of any tenant.
 
     ``present`` is Tessera's own recount (``recount``), namespace → resource → count,
     for the resources it can recount; it guards against a ``status.used`` the quota
-    controller undercounted (``allocation``, step 1).
+    controller undercounted (``allocation``, step 1). ``busy`` namespaces get no
+    headroom moves in this pass (``settling``).
     """
     seen = tuple(seen)
     present = present or {}
@@ -92,6 +104,7 @@ def plan(
     target: dict[str, dict[str, int]] = {ns: {} for ns in members}
     first: dict[str, dict[str, int]] = {ns: {} for ns in members}
     over: list[str] = []
+    required = False  # some total is exceeded by what the limits allow: lowering can not wait
     for resource in sorted(hard.keys() | total.keys()):
         if resource not in total:
             for ns in members:
@@ -102,6 +115,8 @@ def plan(
         allocation = allocate(total[resource], hard.get(resource), slots)
         if allocation.over_total:
             over.append(resource)
+        allowed = sum(s.used if s.current is None else s.current for s in slots)
+        required = required or allocation.over_total or allowed > total[resource]
         for slot in slots:
             # limits are allocated as what a namespace can hold; written ``lag`` lower,
             # since admission still sees the undercounted status.used (``allocation``)
@@ -126,7 +141,37 @@ def plan(
         reason = f"namespace {ns} no longer belongs to tenant {tenant}"
         wave1.append(Action("delete", ns, objects.quota_name(tenant), reason, None, _rv(quota)))
     unconfirmed = tuple(ns for ns in members if ns in mine and not mine[ns].confirmed)
-    return Plan(tuple(wave1), tuple(wave2), target, unconfirmed, tuple(held), tuple(over))
+    moves = set() if required else _moves(mine, first, total.keys())
+    wave1, wave2, waiting = _defer(wave1, wave2, busy, moves)
+    return Plan(tuple(wave1), tuple(wave2), target, unconfirmed, tuple(held), tuple(over), waiting)
+
+
+def _moves(
+    mine: Mapping[str, SeenQuota], first: Mapping[str, Limits], totals: Iterable[str]
+) -> set[str]:
+    """The namespaces whose wave-1 update only moves headroom of resources with a total."""
+    totals = set(totals)
+    out = set()
+    for ns, limits in first.items():
+        quota = mine.get(ns)
+        if quota is None or quota.stray:
+            continue
+        others = (limits.keys() | quota.hard.keys()) - totals
+        if all(limits.get(r) == quota.hard.get(r) for r in others):
+            out.add(ns)
+    return out
+
+
+def _defer(
+    wave1: list[Action], wave2: list[Action], busy: frozenset[str], moves: set[str]
+) -> tuple[list[Action], list[Action], tuple[str, ...]]:
+    """Both waves without the moves that would write a busy namespace, and those namespaces."""
+    late1 = {a.namespace for a in wave1 if a.verb == "update" and a.namespace in busy & moves}
+    late2 = {a.namespace for a in wave2 if a.namespace in busy}
+    now1 = [a for a in wave1 if a.namespace not in late1]
+    # a deferred decrease defers every raise: wave 2's targets count on all of wave 1
+    now2 = [] if late1 else [a for a in wave2 if a.namespace not in late2]
+    return now1, now2, tuple(sorted(late1 | late2))
 
 
 def _lag(resource: str, quota: SeenQuota | None, present: Limits) -> int:

@@ -69,7 +69,7 @@ def overcommitted(
 def verdict(
     tenant: str, plan: Plan, membership: Membership, overcommit: tuple[str, Status, str, str]
 ) -> Verdict:
-    """Stalled on a conflict; Reconciling while waves, confirmations or handovers are pending."""
+    """Stalled on a conflict; Reconciling while waves, confirmations, moves or handovers wait."""
     extra = (overcommit,)
     conflicts = membership.conflicts_of(tenant)
     if conflicts:
@@ -82,6 +82,10 @@ def verdict(
         waiting = ", ".join(plan.unconfirmed)
         message = f"waiting for the quota controller to enforce new limits in {waiting}"
         return Verdict("progressing", "AwaitingQuotaController", message, extra)
+    if plan.waiting:
+        busy = ", ".join(plan.waiting)
+        message = f"waiting for admission in {busy} to settle before moving headroom"
+        return Verdict("progressing", "AwaitingAdmission", message, extra)
     if plan.held:
         message = f"keeping quotas in {', '.join(plan.held)} until their new tenant's quota exists"
         return Verdict("progressing", "HandingOver", message, extra)

@@ -5,6 +5,12 @@ resourceVersion; the quota controller copies ``spec.hard`` to ``status.hard``
 only when ``sync`` is called; writes carrying a stale resourceVersion fail, as
 a 409 would. After every write the tenant's limits must fit its total, and no
 write may lower a limit below usage.
+
+The recount race: a charge admitted with ``cached=False`` is one whose pod the
+quota controller's informer caches do not hold yet; a ``spec.hard`` write into
+that namespace makes the quota controller recount it and drop that charge from
+``status.used`` (``held`` still counts the pod), until ``caught_up``. What the
+tenant holds must never pass the total.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ class Cluster:
     used: dict[str, dict[str, int]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
     bounds: dict[str, int] = field(default_factory=dict)  # last sum of limits, per resource
+    uncached: dict[str, dict[str, int]] = field(default_factory=dict)  # charged, not in caches
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # lost by a recount
 
     def manifests(self) -> list[dict[str, Any]]:
         out = []
@@ -61,21 +69,36 @@ class Cluster:
     def usage(self, ns: str, resource: str) -> int:
         return self.used.get(ns, {}).get(resource, 0)
 
+    def held(self, ns: str, resource: str) -> int:
+        """What the namespace's pods hold: status.used plus what a recount dropped."""
+        return self.usage(ns, resource) + self.dropped.get(ns, {}).get(resource, 0)
+
+    def caught_up(self, ns: str) -> None:
+        """The caches hold every pod; a full resync gives back what a recount dropped."""
+        self.uncached.pop(ns, None)
+        for resource, n in self.dropped.pop(ns, {}).items():
+            self.used.setdefault(ns, {})[resource] = self.usage(ns, resource) + n
+            self.bump(ns)
+
     def bump(self, ns: str) -> None:
         self.versions[ns] = self.versions.get(ns, 0) + 1
 
-    def admit(self, ns: str, resource: str, n: int) -> None:
+    def admit(self, ns: str, resource: str, n: int, *, cached: bool = True) -> None:
         quota = self.quotas.get(ns)
         if quota is None or resource not in quota.enforced:
             return  # status not populated yet: admission refuses
         if self.usage(ns, resource) + n <= quota.enforced[resource]:
             self.used.setdefault(ns, {})[resource] = self.usage(ns, resource) + n
             self.bump(ns)
+            if not cached:
+                mine = self.uncached.setdefault(ns, {})
+                mine[resource] = mine.get(resource, 0) + n
             # Usage may pass a namespace's new, lower limit (admission uses the old
             # one until the quota controller syncs), but what the tenant admits in
             # all must never pass the total.
             total = int((self.spec.total or {}).get(resource, 10**9))
-            assert sum(self.usage(m, resource) for m in self.members) <= total, self.used
+            held = {m: self.held(m, resource) for m in sorted(self.members)}
+            assert sum(held.values()) <= total, held
 
     def release(self, ns: str, resource: str, n: int) -> None:
         if self.usage(ns, resource):
@@ -106,6 +129,10 @@ class Cluster:
             assert n >= floor, f"{ns} {r} lowered to {n} below usage {self.usage(ns, r)}"
         self.quotas[ns] = Quota(new, before.enforced if before else {})
         self.bump(ns)
+        if before is not None and before.hard != new:  # the quota controller recounts
+            for r, n in self.uncached.pop(ns, {}).items():
+                self.used[ns][r] -= n
+                self.dropped.setdefault(ns, {})[r] = self.dropped.get(ns, {}).get(r, 0) + n
 
     def assert_within_total(self) -> None:
         """The sum of limits fits the total, or, above a lowered total, never rises."""
@@ -121,12 +148,14 @@ class Cluster:
             assert bound <= allowed, (resource, bound, allowed, self.quotas)
             self.bounds[resource] = bound
 
-    def observe(self) -> Plan:
+    def observe(self, busy: frozenset[str] = frozenset()) -> Plan:
         seen = [q for m in self.manifests() if (q := objects.read(m)) is not None]
-        return plan(TENANT, self.spec, resolve({TENANT: self.members}), seen)
+        return plan(TENANT, self.spec, resolve({TENANT: self.members}), seen, busy=busy)
 
-    def reconcile(self, meanwhile: Sequence[tuple[str, str, int]] = ()) -> Plan:
-        result = self.observe()
+    def reconcile(
+        self, meanwhile: Sequence[tuple[str, str, int]] = (), busy: frozenset[str] = frozenset()
+    ) -> Plan:
+        result = self.observe(busy)
         for ns, resource, n in meanwhile:  # pods admitted between observing and writing
             self.admit(ns, resource, n)
         for action in result.next_wave:

@@ -28,6 +28,8 @@ steps = st.one_of(  # repeated entries weight the mix towards pods and reconcile
     st.tuples(st.just("release"), pods),
     reconcile,
     reconcile,
+    # a pass that finds some namespaces busy with admission (``settling``): moves there wait
+    st.tuples(st.just("busy"), st.frozensets(st.sampled_from(NAMESPACES))),
     st.tuples(st.just("sync"), st.sampled_from(NAMESPACES)),
     st.tuples(st.just("settle"), st.none()),
     st.tuples(st.just("join"), st.sampled_from(NAMESPACES)),
@@ -61,6 +63,8 @@ def test_random_histories_never_exceed_total_and_converge(
             cluster.sync(arg)
         elif kind == "reconcile":
             cluster.reconcile([p for p in arg if p[0] in cluster.members])
+        elif kind == "busy":
+            cluster.reconcile(busy=arg)
         elif kind == "settle":
             cluster.converge()
         elif kind == "join" and arg not in left and arg not in cluster.used:
