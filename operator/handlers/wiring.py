@@ -19,11 +19,13 @@ from typing import Any
 import kopf
 
 from tessera.api import constants as c
+from tessera.api.v1alpha1.scheduler import VolcanoScheduler
 from tessera.controllers import loop, nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.loop import Controller, Waiting, guarded
 from tessera.controllers.runtime import Context
 from tessera.controllers.writer_lease import WriterLease
 from tessera.domain.rollout import PodView
+from tessera.domain.schedulers import volcano_geometries
 from tessera.handlers.wakeups import (
     NodeWakeups,
     Wakeups,
@@ -196,7 +198,11 @@ def _register_sharing_maps(registry: kopf.OperatorRegistry, ctx: Context, wakeup
         (hami, c.HAMI_SCHEDULER_CONFIGMAP_NAME),
     }
 
+    # Volcano's conf and Tessera's geometries map, in any namespace (the Role grants these
+    # names only): a hand edit, or a Volcano installed after the policy, wakes the policies.
+    volcano = {VolcanoScheduler().config_map.name, volcano_geometries.NAME}
+
     @kopf.on.event("", "v1", "configmaps", registry=registry)
     def sharing_map_changed(name: str, namespace: str | None, **_: Any) -> None:
-        if (namespace or "", name) in watched:
+        if (namespace or "", name) in watched or name in volcano:
             wakeups.wake_all(sharingpolicy.PLURAL)

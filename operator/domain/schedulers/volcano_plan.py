@@ -11,6 +11,8 @@ read), and one verdict per policy. States, in the order they are decided:
 - a policy's Volcano version unknown  → Stalled SchedulerVersionUnknown (that policy); no write
 - policies disagree (policy, weight)  → Stalled Conflict on each, naming the others; no write
 - conf does not parse                 → Stalled SchedulerConfigInvalid, line and column; no write
+- Volcano too old for the arguments, or VGPUEnable with the legacy GPU modes (fatal at
+  Volcano's start)                    → Stalled SchedulerTrap; no write, no restart
 - a trap leaving pods Pending         → Stalled SchedulerTrap (written all the same)
 - otherwise                           → Ready, warnings (traps that do not block) in the message
 """
@@ -37,7 +39,20 @@ PREVIOUS_ANNOTATION = "tessera.io/deviceshare-previous"
 restored when no policy names that scheduler any more."""
 DIGEST_ANNOTATION = "tessera.io/deviceshare-digest"
 CHANGED_ANNOTATION = "tessera.io/deviceshare-changed-at"
-"""When Tessera's part last changed (RFC 3339): pods older than this have not read it."""
+"""When Tessera last wrote the conf (RFC 3339, the API server's time of the write): pods
+older than this have not read it."""
+EDITED_LABEL = "tessera.io/deviceshare-edited"
+"""On a Volcano map Tessera edited: found by a label selector (any namespace, any name) to
+give its arguments back once no policy names it (a policy switched to HAMi, dropped
+spec.scheduler or named another map)."""
+MARKS = (PREVIOUS_ANNOTATION, DIGEST_ANNOTATION, CHANGED_ANNOTATION)
+
+
+def edited(cm: Mapping[str, Any]) -> bool:
+    """Whether Tessera's edit is on this Volcano map (its label or any of its annotations)."""
+    meta = cm.get("metadata") or {}
+    notes = meta.get("annotations") or {}
+    return EDITED_LABEL in (meta.get("labels") or {}) or any(k in notes for k in MARKS)
 
 
 @dataclass(frozen=True)
@@ -111,6 +126,13 @@ def plan(
     except volcano_conf.ConfInvalid as err:
         text = f"{where}: {err}; left untouched"
         return VolcanoPlan({n: Verdict("stalled", CONFIG_INVALID, text) for n in names})
+    fatal = traps.found(
+        traps.arguments_too_old(version, bool(wanted[volcano_conf.ENABLE_VNPU])),
+        traps.vgpu_fatal(bool(wanted[volcano_conf.ENABLE_VGPU]), before, where),
+    )
+    if fatal:  # writing would crash Volcano or change nothing it reads: no write
+        text = "; ".join(t.message for t in fatal)
+        return VolcanoPlan({n: Verdict("stalled", TRAP, text) for n in names})
     recorded = dict(previous)
     for key, value in wanted.items():
         if value is not None and key not in recorded:

@@ -209,3 +209,92 @@ def test_nvidia_and_ascend_policies_share_one_map_and_enable_both() -> None:
     assert args[v.ENABLE_VNPU] is True and args[v.ENABLE_VGPU] is True
     assert list(found.geometries) == ["nvidia", "vnpus"]
     assert found.geometries["nvidia"]["deviceSplitCount"] == 4
+
+
+def test_the_change_is_timed_by_the_servers_write_not_the_operators_clock() -> None:
+    written = {
+        "metadata": {
+            "managedFields": [
+                {"manager": "kubectl-edit", "time": "2026-12-02T05:00:00Z"},
+                {"manager": "tessera", "time": "2026-12-02T01:00:00Z"},
+                {"manager": "tessera", "time": "2026-12-02T01:00:07Z", "subresource": ""},
+            ]
+        }
+    }
+    assert r.written_at(written, "tessera") == "2026-12-02T01:00:07Z"
+    assert r.written_at({"metadata": {}}, "tessera") == ""
+
+
+def deployment(generation: int = 2, observed: int = 2, **status: int) -> dict[str, Any]:
+    counts = {"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, **status}
+    return {
+        **DEPLOYMENT,
+        "metadata": {"generation": generation},
+        "status": {"observedGeneration": observed, **counts},
+    }
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (deployment(), ""),  # complete
+        (deployment(observed=1), "has not seen the latest spec"),
+        (deployment(availableReplicas=0), "rollout not complete"),  # new pod not ready
+        (deployment(updatedReplicas=0), "rollout not complete"),
+        (deployment(replicas=2), "rollout not complete"),  # an old pod still there
+    ],
+)
+def test_rollout_complete_only_when_every_replica_is_updated_and_available(
+    given: dict[str, Any], why: str
+) -> None:
+    found = r.rollout_incomplete(given)
+    assert (why in found) if why else found == ""
+
+
+def test_a_newer_pod_that_is_not_available_is_still_pending() -> None:
+    new = [pod("new", "2026-12-02T01:00:05Z")]
+    assert r.pending(deployment(), new, CHANGE) == ""
+    assert "rollout not complete" in r.pending(deployment(availableReplicas=0), new, CHANGE)
+    old = [pod("old", "2026-12-02T00:59:00Z")]
+    assert "pods old started before it" in r.pending(deployment(), old, CHANGE)
+
+
+LEGACY = CONF.replace(
+    "  - name: predicates  # keep\n",
+    "  - name: predicates  # keep\n  - name: deviceshare\n    arguments:\n"
+    "      deviceshare.GPUSharingEnable: true\n",
+)
+
+
+def gpu(name: str = "gpu") -> PolicyDemand:
+    spec = SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": 10}})
+    core = HamiCore.model_validate({"deviceSplitCount": 4})
+    found = {"volcano": Detected(Version(1, 16, 0), "image")}
+    return PolicyDemand(name, spec, (), False, core, found)
+
+
+@pytest.mark.parametrize(
+    ("given", "conf", "says"),
+    [
+        # VGPUEnable with the legacy GPU sharing mode: Volcano exits at start
+        (demand(gpu()), LEGACY, "GPUSharingEnable: true"),
+        (demand(gpu()), LEGACY.replace("GPUSharing", "GPUNumber"), "GPUNumberEnable: true"),
+        # Volcano too old to read the arguments Tessera writes
+        (demand(policy(version="v1.13.0")), CONF, "AscendHAMiVNPUEnable"),
+        (demand(policy(version="v1.11.0")), CONF, "KnownGeometriesCM*"),
+    ],
+)
+def test_fatal_or_ignored_arguments_are_a_trap_and_nothing_is_written(
+    given: VolcanoDemand, conf: str, says: str
+) -> None:
+    found = vp.plan(given, conf, {"310P3": ENTRY}, {})
+    (verdict,) = found.verdicts.values()
+    assert (verdict.state, verdict.reason) == ("stalled", "SchedulerTrap")
+    assert says in verdict.message
+    assert found.conf is None and found.geometries is None  # no write: no change, no restart
+
+
+def test_legacy_gpu_mode_without_vgpu_and_volcano_1_14_are_fine() -> None:
+    assert vp.plan(demand(policy()), LEGACY, {"310P3": ENTRY}, {}).conf is not None
+    plan = vp.plan(demand(policy(version="v1.14.0")), CONF, {"310P3": ENTRY}, {})
+    assert plan.verdicts["npu"].state == "ready"
