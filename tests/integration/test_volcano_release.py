@@ -88,20 +88,27 @@ def test_a_restart_whose_new_pod_cannot_start_stays_pending(kube: Kube) -> None:
     deployment = _deployment(ns, SCHEDULER, "volcanosh/vc-scheduler:v1.16.0")
     deployment["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     _create(kube, deployment)
-    (old,) = wait_running(kube, ns, SCHEDULER, 1)
+    wait_running(kube, ns, SCHEDULER, 1)
     _pool(kube, pool)
     _policy(kube, name, pool, ns, weight=10)
     _settled(kube, ns, name)
     # the person restarts Volcano by deleting its pod, but its node is cordoned
     kube.patch(path_of("v1", "nodes", node), {"spec": {"unschedulable": True}})
+    notes = kube.get(path_of("v1", "configmaps", VOLCANO_CM, ns))["metadata"]["annotations"]
+    changed = notes[vp.CHANGED_ANNOTATION]
     try:
-        kube.delete(path_of("v1", "pods", old["metadata"]["name"], ns))
 
         def replaced() -> bool:
+            """A pod created after the change (RFC 3339 seconds: a pod of the change's own
+            second is not counted newer, so the person deletes that one too)."""
             live = app_pods(kube, ns, SCHEDULER)
-            return [p["metadata"]["name"] for p in live] not in ([], [old["metadata"]["name"]])
+            if any(p["metadata"]["creationTimestamp"] > changed for p in live):
+                return True
+            for pod in live:
+                kube.delete(path_of("v1", "pods", pod["metadata"]["name"], ns))
+            return False
 
-        eventually(replaced, 60, "a new scheduler pod (Pending: its node is cordoned)")
+        eventually(replaced, 60, "a scheduler pod newer than the change (Pending: node cordoned)")
         # a new pass (a new generation) sees every live pod newer than the change, none running
         kube.patch(f"{SP}/{name}", {"spec": {"rollout": {"maxUnavailable": 2}}})
         obj = _wait_reason(kube, name, "RestartPending", 90)

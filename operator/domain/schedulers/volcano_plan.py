@@ -9,7 +9,7 @@ read), and one verdict per policy. States, in the order they are decided:
 
 - absent map, key or Deployment      → Reconciling WaitingForScheduler, nothing written
 - a policy's Volcano version unknown  → Stalled SchedulerVersionUnknown (that policy); no write
-- policies disagree (policy, weight)  → Stalled Conflict on each, naming the others; no write
+- policies disagree (policy, weight, restart) → Stalled Conflict on each, naming the others; no write
 - conf does not parse                 → Stalled SchedulerConfigInvalid, line and column; no write
 - Volcano too old for the arguments, or VGPUEnable with the legacy GPU modes (fatal at
   Volcano's start)                    → Stalled SchedulerTrap; no write, no restart
@@ -139,7 +139,8 @@ def plan(
             recorded[key] = before.get(key)
     doc = _geometries(demand.policies, entries, version)
     digest = _digest({k: v for k, v in wanted.items() if v is not None}, doc)
-    verdicts, warnings = _verdicts(demand.policies, entries, version, where)
+    weight = _int(before.get(volcano_conf.WEIGHT))  # kept when no policy sets one
+    verdicts, warnings = _verdicts(demand.policies, entries, version, where, weight)
     return VolcanoPlan(verdicts, new_conf, doc, digest, recorded, warnings, str(detected))
 
 
@@ -172,15 +173,19 @@ def _release(conf: str | None, previous: Mapping[str, Any]) -> VolcanoPlan:
 
 
 def _conflict(policies: tuple[PolicyDemand, ...], where: str) -> str:
-    asks = {(p.volcano.policy, p.volcano.weight) for p in policies}
+    asks = {(p.volcano.policy, p.volcano.weight, p.volcano.restart) for p in policies}
     if len(asks) < 2:
         return ""
     said = ", ".join(
         f"SharingPolicy {p.policy} asks {p.volcano.policy}"
         + (f" weight {p.volcano.weight}" if p.volcano.weight is not None else " without weight")
+        + f" restart {p.volcano.restart}"
         for p in sorted(policies, key=lambda p: p.policy)
     )
-    return f"policies naming Volcano's {where} disagree on deviceshare.SchedulePolicy/ScheduleWeight: {said}"
+    return (
+        f"policies naming Volcano's {where} disagree on deviceshare.SchedulePolicy/"
+        f"ScheduleWeight or on who restarts Volcano (restart): {said}"
+    )
 
 
 def _geometries(
@@ -208,6 +213,7 @@ def _verdicts(
     entries: Mapping[str, Mapping[str, Any]],
     at: Version,
     where: str,
+    kept_weight: int | None = None,
 ) -> tuple[dict[str, Verdict], dict[str, tuple[str, ...]]]:
     verdicts: dict[str, Verdict] = {}
     warnings: dict[str, tuple[str, ...]] = {}
@@ -215,7 +221,9 @@ def _verdicts(
         found = traps.found(
             traps.soft_slicing_too_old(at, p.soft_slicing),
             traps.chips_without_entry({c: [p.policy] for c in p.chips}, entries),
-            traps.weight_skips_binpack(p.volcano.policy, p.volcano.weight),
+            traps.weight_skips_binpack(
+                p.volcano.policy, p.volcano.weight if p.volcano.weight is not None else kept_weight
+            ),
             traps.ignored_keys(entries[c] for c in p.chips if c in entries),
         )
         stuck = [t.message for t in found if t.stuck]
@@ -226,6 +234,13 @@ def _verdicts(
             text = f"Volcano's {where} deviceshare arguments and its device config match"
             verdicts[p.policy] = Verdict("ready", "Applied", "; ".join((text, *warnings[p.policy])))
     return verdicts, warnings
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _digest(arguments: Mapping[str, Any], doc: Mapping[str, Any]) -> str:

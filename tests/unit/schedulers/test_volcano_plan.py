@@ -56,6 +56,12 @@ def demand(*policies: PolicyDemand, deployment: bool = True) -> VolcanoDemand:
             CONF,
             {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
         ),
+        # one restarts Volcano, the other leaves it to a person: never silently Automatic
+        (
+            demand(policy("a"), policy("b", restart="Automatic")),
+            CONF,
+            {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
+        ),
         # a conf that does not parse: untouched
         (demand(policy()), "tiers: [\n", {"npu": ("stalled", "SchedulerConfigInvalid")}),
         # traps that leave pods Pending
@@ -298,3 +304,24 @@ def test_legacy_gpu_mode_without_vgpu_and_volcano_1_14_are_fine() -> None:
     assert vp.plan(demand(policy()), LEGACY, {"310P3": ENTRY}, {}).conf is not None
     plan = vp.plan(demand(policy(version="v1.14.0")), CONF, {"310P3": ENTRY}, {})
     assert plan.verdicts["npu"].state == "ready"
+
+
+@pytest.mark.parametrize(
+    ("kept", "weight", "warned"),
+    [
+        (None, None, True),  # no weight anywhere: device scoring skipped
+        ("10", None, False),  # the conf's own weight, kept by Tessera: no warning
+        ("0", None, True),
+        ("10", 0, True),  # the policy's 0 replaces the conf's 10
+    ],
+)
+def test_the_weight_trap_reads_the_weight_volcano_will_have(
+    kept: str | None, weight: int | None, warned: bool
+) -> None:
+    arguments = f"  - name: deviceshare\n    arguments:\n      deviceshare.ScheduleWeight: {kept}\n"
+    conf = CONF + arguments if kept is not None else CONF
+    spec = SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": weight}})
+    found = {"volcano": Detected(Version(1, 16, 0), "image")}
+    one = PolicyDemand("npu", spec, ("310P3",), False, None, found, ascend=True)
+    plan = vp.plan(demand(one), conf, {"310P3": ENTRY}, {})
+    assert any("ScheduleWeight" in w for w in plan.warnings["npu"]) is warned
