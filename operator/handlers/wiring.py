@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 
 from tessera.api import constants as c
-from tessera.api.v1alpha1.scheduler import VolcanoScheduler
+from tessera.api.v1alpha1.scheduler import HamiScheduler, VolcanoScheduler
 from tessera.controllers import loop, nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.loop import Controller, Waiting, guarded
 from tessera.controllers.runtime import Context
@@ -189,7 +189,8 @@ def _register_watches(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wa
 
 
 def _register_sharing_maps(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wakeups) -> None:
-    """A hand edit of the device-plugin or HAMi ConfigMaps wakes every SharingPolicy (drift)."""
+    """A hand edit of the device-plugin, HAMi or Volcano ConfigMaps, or a change of a scheduler
+    Deployment, wakes every SharingPolicy (drift, versions, restarts)."""
     hami = ctx.settings.hami_namespace
     watched = {
         ctx.settings.device_plugin_configmap,
@@ -205,4 +206,13 @@ def _register_sharing_maps(registry: kopf.OperatorRegistry, ctx: Context, wakeup
     @kopf.on.event("", "v1", "configmaps", registry=registry)
     def sharing_map_changed(name: str, namespace: str | None, **_: Any) -> None:
         if (namespace or "", name) in watched or name in volcano:
+            wakeups.wake_all(sharingpolicy.PLURAL)
+
+    # The scheduler Deployments (the Role grants these names only): a new image tag is a new
+    # version, and the end of a rollout ends a pending restart.
+    schedulers = {HamiScheduler().deployment.name, VolcanoScheduler().deployment.name}
+
+    @kopf.on.event("apps", "v1", "deployments", registry=registry)
+    def scheduler_changed(name: str, **_: Any) -> None:
+        if name in schedulers:
             wakeups.wake_all(sharingpolicy.PLURAL)

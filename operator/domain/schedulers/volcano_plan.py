@@ -9,7 +9,7 @@ read), and one verdict per policy. States, in the order they are decided:
 
 - absent map, key or Deployment      → Reconciling WaitingForScheduler, nothing written
 - a policy's Volcano version unknown  → Stalled SchedulerVersionUnknown (that policy); no write
-- policies disagree (policy, weight, restart) → Stalled Conflict on each, naming the others; no write
+- policies disagree (policy, weight, restart, version) → Stalled Conflict on each, naming the others; no write
 - conf does not parse                 → Stalled SchedulerConfigInvalid, line and column; no write
 - Volcano too old for the arguments, or VGPUEnable with the legacy GPU modes (fatal at
   Volcano's start)                    → Stalled SchedulerTrap; no write, no restart
@@ -114,7 +114,7 @@ def plan(
                 for n in names
             }
         )
-    clash = _conflict(demand.policies, where)
+    clash = _conflict(demand.policies, where) or _versions_differ(demand.policies, where)
     if clash:
         return VolcanoPlan({n: Verdict("stalled", CONFLICT, clash) for n in names})
     detected = min((p.versions["volcano"] for p in demand.policies), key=lambda d: d.version)
@@ -186,6 +186,16 @@ def _conflict(policies: tuple[PolicyDemand, ...], where: str) -> str:
         f"policies naming Volcano's {where} disagree on deviceshare.SchedulePolicy/"
         f"ScheduleWeight or on who restarts Volcano (restart): {said}"
     )
+
+
+def _versions_differ(policies: tuple[PolicyDemand, ...], where: str) -> str:
+    """Policies naming one Volcano that declare different versions of it (as HAMi's part
+    does: a Conflict, not the oldest silently)."""
+    found = {p.policy: p.versions["volcano"] for p in policies if "volcano" in p.versions}
+    if len({d.version for d in found.values()}) < 2:
+        return ""
+    said = ", ".join(f"SharingPolicy {n} says {d}" for n, d in sorted(found.items()))
+    return f"policies naming Volcano's {where} disagree on its version: {said}"
 
 
 def _geometries(

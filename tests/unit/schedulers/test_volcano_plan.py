@@ -56,6 +56,12 @@ def demand(*policies: PolicyDemand, deployment: bool = True) -> VolcanoDemand:
             CONF,
             {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
         ),
+        # two versions declared for one Volcano: not the oldest silently (as HAMi's part)
+        (
+            demand(policy("a"), policy("b", version="v1.15.0")),
+            CONF,
+            {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
+        ),
         # one restarts Volcano, the other leaves it to a person: never silently Automatic
         (
             demand(policy("a"), policy("b", restart="Automatic")),
