@@ -45,6 +45,8 @@ EDITED_LABEL = "tessera.io/deviceshare-edited"
 """On a Volcano map Tessera edited: found by a label selector (any namespace, any name) to
 give its arguments back once no policy names it (a policy switched to HAMi, dropped
 spec.scheduler or named another map)."""
+PLUGIN_ADDED = "tessera.io/plugin-added"
+"""In PREVIOUS_ANNOTATION: the conf had no deviceshare plugin; Tessera's entry goes again."""
 MARKS = (PREVIOUS_ANNOTATION, DIGEST_ANNOTATION, CHANGED_ANNOTATION)
 
 
@@ -120,9 +122,13 @@ def plan(
     detected = min((p.versions["volcano"] for p in demand.policies), key=lambda d: d.version)
     version = detected.version
     wanted = wanted_arguments(demand.policies, demand.config_map.namespace)
+    # an argument no policy sets any more goes back to what it was (None: Tessera never set
+    # it, the person's value stays)
+    given_back = {k: previous[k] for k, v in wanted.items() if v is None and k in previous}
+    asked = {k: v for k, v in wanted.items() if v is not None} | given_back
     try:
         before = volcano_conf.arguments(conf)
-        new_conf = volcano_conf.edit(conf, wanted)
+        new_conf = volcano_conf.edit(conf, asked)
     except volcano_conf.ConfInvalid as err:
         text = f"{where}: {err}; left untouched"
         return VolcanoPlan({n: Verdict("stalled", CONFIG_INVALID, text) for n in names})
@@ -133,7 +139,9 @@ def plan(
     if fatal:  # writing would crash Volcano or change nothing it reads: no write
         text = "; ".join(t.message for t in fatal)
         return VolcanoPlan({n: Verdict("stalled", TRAP, text) for n in names})
-    recorded = dict(previous)
+    recorded = {k: v for k, v in previous.items() if k not in given_back}
+    if not recorded and not volcano_conf.has_plugin(conf):
+        recorded[PLUGIN_ADDED] = True  # the entry goes again when given back
     for key, value in wanted.items():
         if value is not None and key not in recorded:
             recorded[key] = before.get(key)
@@ -165,8 +173,11 @@ def _release(conf: str | None, previous: Mapping[str, Any]) -> VolcanoPlan:
     were (an argument it added goes)."""
     if conf is None or not previous:
         return VolcanoPlan({})
+    values = {k: v for k, v in previous.items() if k != PLUGIN_ADDED}
     try:
-        restored = volcano_conf.edit(conf, dict(previous))
+        restored = volcano_conf.edit(conf, values)
+        if previous.get(PLUGIN_ADDED):
+            restored = volcano_conf.remove_plugin(restored)
     except volcano_conf.ConfInvalid:
         return VolcanoPlan({})  # unparseable now: a person's edit, left as it is
     return VolcanoPlan({}, restored)

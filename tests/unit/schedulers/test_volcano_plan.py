@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -331,3 +333,34 @@ def test_the_weight_trap_reads_the_weight_volcano_will_have(
     one = PolicyDemand("npu", spec, ("310P3",), False, None, found, ascend=True)
     plan = vp.plan(demand(one), conf, {"310P3": ENTRY}, {})
     assert any("ScheduleWeight" in w for w in plan.warnings["npu"]) is warned
+
+
+UPSTREAM = Path(__file__).parents[2] / "data" / "volcano"
+
+
+@pytest.mark.parametrize(
+    "example", ["vgpu.conf", "hami-vnpu.conf", "mindcluster.conf", "no-deviceshare.conf"]
+)
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_written_then_given_back_is_the_conf_byte_for_byte(example: str, newline: str) -> None:
+    """The release round trip: Tessera's plugin entry goes again (no null ``arguments:``),
+    quoted values stay quoted, a CRLF file keeps CRLF lines."""
+    before = (UPSTREAM / example).read_text().replace("\n", newline)
+    before = before.replace("SchedulePolicy: binpack", 'SchedulePolicy: "binpack"')
+    written = vp.plan(demand(policy(policy="spread")), before, {"310P3": ENTRY}, {})
+    assert written.conf is not None and written.conf != before
+    assert all(line.endswith("\r") for line in written.conf.split("\n")[:-1]) is (newline != "\n")
+    previous = json.loads(json.dumps(dict(written.previous)))
+    released = vp.plan(VolcanoDemand(KEY, ()), written.conf, {}, previous)
+    assert released.conf == before
+
+
+def test_an_argument_no_policy_sets_any_more_goes_back_and_a_persons_stays() -> None:
+    with_vgpu = CONF + "  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n"
+    kept = vp.plan(demand(policy()), with_vgpu, {"310P3": ENTRY}, {})
+    assert kept.conf is not None and v.arguments(kept.conf)[v.ENABLE_VGPU] is True
+    # Tessera had turned VGPUEnable on (it was absent); the NVIDIA policy went
+    previous = {v.ENABLE_VGPU: None}
+    back = vp.plan(demand(policy()), with_vgpu, {"310P3": ENTRY}, previous)
+    assert back.conf is not None and v.ENABLE_VGPU not in v.arguments(back.conf)
+    assert v.ENABLE_VGPU not in back.previous
