@@ -48,7 +48,11 @@ ATTEMPTS = 4
 def sync(ctx: Context, demands: VolcanoDemands) -> dict[str, SchedulerOutcome]:
     """Make each named Volcano config match its policies; each policy's outcome by name."""
     out: dict[str, SchedulerOutcome] = {}
+    shared = vp.one_map_per_namespace(demands)
     for key, demand in sorted(demands.items()):
+        if any(p.policy in shared for p in demand.policies):
+            out |= {p.policy: _outcome(shared[p.policy], key) for p in demand.policies}
+            continue
         for attempt in range(ATTEMPTS):
             try:
                 out.update(_one(ctx, key, demand))

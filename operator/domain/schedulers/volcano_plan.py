@@ -27,10 +27,11 @@ from typing import Any
 
 import yaml
 
+from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
 
 from . import traps, volcano_conf, volcano_geometries
-from .demands import PolicyDemand, VolcanoDemand
+from .demands import ObjectKey, PolicyDemand, VolcanoDemand
 from .outcome import CONFIG_INVALID, CONFLICT, TRAP, VERSION_UNKNOWN, WAITING_FOR_SCHEDULER
 from .versions import Version
 
@@ -99,7 +100,7 @@ def plan(
     names = [p.policy for p in demand.policies]
     if not demand.policies:
         return _release(conf, previous)
-    missing = [f"ConfigMap {where} (key {volcano_conf_key()})"] if conf is None else []
+    missing = [f"ConfigMap {where} (key {c.VOLCANO_SCHEDULER_CONFIGMAP_KEY})"] if conf is None else []
     missing += [f"Deployment {k}" for k, d in sorted(demand.deployments.items()) if d is None]
     missing += [hami_missing] if hami_missing else []
     if missing:
@@ -152,6 +153,30 @@ def plan(
     return VolcanoPlan(verdicts, new_conf, doc, digest, recorded, warnings, str(detected))
 
 
+def one_map_per_namespace(demands: Mapping[ObjectKey, VolcanoDemand]) -> dict[str, Verdict]:
+    """Tessera's geometries map is one per namespace: two Volcano confs in one namespace,
+    each named by policies, would flip it between them — a Conflict on every policy naming
+    either (nothing written for them)."""
+    by_namespace: dict[str, list[VolcanoDemand]] = {}
+    for key, one in sorted(demands.items()):
+        if one.policies:
+            by_namespace.setdefault(key.namespace, []).append(one)
+    out: dict[str, Verdict] = {}
+    for namespace, ones in by_namespace.items():
+        if len(ones) < 2:
+            continue
+        said = "; ".join(
+            f"{one.config_map} by {', '.join(sorted(p.policy for p in one.policies))}"
+            for one in ones
+        )
+        text = (
+            f"two Volcano configs in namespace {namespace} would share Tessera's map "
+            f"{namespace}/{volcano_geometries.NAME}: {said}; name one of them only"
+        )
+        out |= {p.policy: Verdict("stalled", CONFLICT, text) for one in ones for p in one.policies}
+    return out
+
+
 def hami_entries(text: str) -> dict[str, Mapping[str, Any]]:
     """HAMi's ``vnpus`` chip entries by chip name, from its ``device-config.yaml`` (either
     shape); {} when it does not parse (the HAMi part reports that)."""
@@ -162,10 +187,6 @@ def hami_entries(text: str) -> dict[str, Mapping[str, Any]]:
     vnpus = loaded.get("vnpus") if isinstance(loaded, Mapping) else None
     configs = (vnpus.get("configs") or []) if isinstance(vnpus, Mapping) else (vnpus or [])
     return {str(e.get("chipName")): e for e in configs if isinstance(e, Mapping)}
-
-
-def volcano_conf_key() -> str:
-    return "volcano-scheduler.conf"
 
 
 def _release(conf: str | None, previous: Mapping[str, Any]) -> VolcanoPlan:

@@ -364,3 +364,23 @@ def test_an_argument_no_policy_sets_any_more_goes_back_and_a_persons_stays() -> 
     back = vp.plan(demand(policy()), with_vgpu, {"310P3": ENTRY}, previous)
     assert back.conf is not None and v.ENABLE_VGPU not in v.arguments(back.conf)
     assert v.ENABLE_VGPU not in back.previous
+
+
+def test_two_confs_in_one_namespace_would_share_the_map_so_both_conflict() -> None:
+    other = ObjectKey("volcano-system", "volcano-scheduler-configmap-2")
+    demands = {
+        KEY: demand(policy("a")),
+        other: VolcanoDemand(other, (policy("b"),), {DEPLOY: {"spec": {}}}),
+        ObjectKey("elsewhere", "volcano-scheduler-configmap"): VolcanoDemand(
+            ObjectKey("elsewhere", "volcano-scheduler-configmap"), (policy("c"),), {}
+        ),
+        ObjectKey("volcano-system", "released"): VolcanoDemand(
+            ObjectKey("volcano-system", "released"), ()
+        ),
+    }
+    found = vp.one_map_per_namespace(demands)
+    assert {n: (x.state, x.reason) for n, x in found.items()} == {
+        "a": ("stalled", "Conflict"),
+        "b": ("stalled", "Conflict"),
+    }
+    assert "volcano-system/tessera-volcano-device-config" in found["a"].message
