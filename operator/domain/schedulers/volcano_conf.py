@@ -227,13 +227,11 @@ def _edit_plugin(
             continue
         if key in keys and want is None:
             k, v = keys[key]
+            _editable(key, k, v, removing=True)
             edits.append((_line_start(text, k.start_mark.index), _line_end(text, _last_end(v)), ""))
         elif key in keys:
-            _, v = keys[key]
-            if not isinstance(v, ScalarNode) or want is None:
-                raise ConfInvalid(
-                    f"{key} is not a plain value; Tessera will not rewrite it", *_at(v)
-                )
+            k, v = keys[key]
+            _editable(key, k, v, removing=False)
             edits.append((v.start_mark.index, v.end_mark.index, scalar(want, v.style)))
         elif want is not None:
             added += f"{indent}{key}: {scalar(want)}{_newline(text)}"
@@ -242,6 +240,26 @@ def _edit_plugin(
     for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         text = text[:start] + new + text[end:]
     return text
+
+
+def _editable(key: str, k: Node, v: Node, *, removing: bool) -> None:
+    """Tessera rewrites a plain (or quoted) value on its key's line, or removes a key whose
+    value is its own; anything else is refused at the key's position in the person's file."""
+    why = ""
+    if v.start_mark.index < k.end_mark.index:
+        why = "an alias (*name)"  # the node lies at its anchor, elsewhere in the file
+    elif removing:
+        pass
+    elif not isinstance(v, ScalarNode):
+        why = "not a single value"
+    elif v.style in ("|", ">"):
+        why = "a block scalar (| or >)"
+    elif v.style is None and v.value == "":
+        why = "empty (null)"
+    if why:
+        raise ConfInvalid(
+            f"{key} is {why}: Tessera cannot edit it here; write a plain value", *_at(k)
+        )
 
 
 def _replace_arguments(

@@ -100,7 +100,9 @@ def plan(
     names = [p.policy for p in demand.policies]
     if not demand.policies:
         return _release(conf, previous)
-    missing = [f"ConfigMap {where} (key {c.VOLCANO_SCHEDULER_CONFIGMAP_KEY})"] if conf is None else []
+    missing = (
+        [f"ConfigMap {where} (key {c.VOLCANO_SCHEDULER_CONFIGMAP_KEY})"] if conf is None else []
+    )
     missing += [f"Deployment {k}" for k, d in sorted(demand.deployments.items()) if d is None]
     missing += [hami_missing] if hami_missing else []
     if missing:
