@@ -229,7 +229,7 @@ def _edit_plugin(
             k, v = keys[key]
             _editable(key, k, v, removing=True)
             edits.append((_line_start(text, k.start_mark.index), _line_end(text, _last_end(v)), ""))
-        elif key in keys:
+        elif key in keys and want is not None:
             k, v = keys[key]
             _editable(key, k, v, removing=False)
             edits.append((v.start_mark.index, v.end_mark.index, scalar(want, v.style)))
