@@ -133,5 +133,10 @@ def test_a_policy_switching_to_hami_gives_volcano_its_conf_back(kube: Kube) -> N
     eventually(lambda: _conf(kube, ns) == CONF, 90, "the team's conf back byte for byte")
     eventually(lambda: _geometries(kube, ns) is None, 30, "Tessera's geometries map gone")
     assert _marks(kube, ns) == []
-    found = policy(kube, name) or {}
-    assert not any(VOLCANO_CM in m for m in found["status"]["scheduler"]["configMaps"])
+
+    def status_without_volcano() -> bool:
+        found = (policy(kube, name) or {}).get("status") or {}
+        maps = (found.get("scheduler") or {}).get("configMaps") or []
+        return bool(maps) and not any(VOLCANO_CM in m for m in maps)
+
+    eventually(status_without_volcano, 60, "status.scheduler names HAMi's map only")
