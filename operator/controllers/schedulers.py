@@ -40,6 +40,7 @@ log = logging.getLogger("tessera.schedulers")
 _LOCK = threading.Lock()
 Deployments = Mapping[ObjectKey, Mapping[str, Any] | None]
 DEFAULT_HAMI_MAP = ObjectKey(c.HAMI_NAMESPACE, c.HAMI_SCHEDULER_CONFIGMAP_NAME)
+DEFAULT_VOLCANO_CONF = ObjectKey.of(VolcanoScheduler().config_map)
 
 
 @dataclass(frozen=True)
@@ -92,17 +93,20 @@ def sync(
         for name, found in answered.outcomes.items():
             parts.setdefault(name, []).append(found)
         # --- Volcano hook (owner: the Volcano part, controllers/volcano.py) -------------
-        # A config named only by a deleted policy comes with no policies: release it.
-        grouped = asks.volcano_demands(demands, _named_maps(gone, "volcano"))
-        volcano_demands = {
-            key: _with_deployments(one, deployments, gone) for key, one in grouped.items()
-        }
+        # A config no policy names any more comes with no policies: released. Like HAMi's,
+        # the default one is always looked at, and so is any Tessera edited (its label):
+        # a policy that switched to HAMi, dropped spec.scheduler or named another map.
+        named = [d.policy for d in demands if d.scheduler.name == "Volcano"] or [""]
         try:
+            seen = (DEFAULT_VOLCANO_CONF, *volcano.edited(ctx), *_named_maps(gone, "volcano"))
+            grouped = asks.volcano_demands(demands, seen)
+            volcano_demands = {
+                key: _with_deployments(one, deployments, gone) for key, one in grouped.items()
+            }
             for name, found in volcano.sync(ctx, volcano_demands).items():
                 parts.setdefault(name, []).append(found)
         except ApiError as err:
             log.warning("Volcano scheduler config not synced: %s", err)
-            named = [p.policy for one in grouped.values() for p in one.policies] or [""]
             failures |= {name: Failure(err.status, str(err)) for name in named}
         # ---------------------------------------------------------------------------------
         merged = {name: outcome.merge(found) for name, found in parts.items()}

@@ -11,11 +11,14 @@ this module reads, writes and restarts:
   ``vnpus`` section into the map Volcano reads), kept by the HAMi part of the same sync;
 - Tessera's map (``tessera-volcano-device-config``) is written whole, Volcano's conf edited
   in place; both writes name the resourceVersion they were planned from (a 409 re-plans);
-- a change of Tessera's part (its digest) is stamped on Volcano's map with the time;
-  ``restart: Automatic`` restarts the Deployments as ``kubectl rollout restart`` does (pod
-  template annotation ``kubectl.kubernetes.io/restartedAt``), once per change, with an Event;
-  until every live scheduler pod is newer than the change the policies say
-  ``RestartPending``.
+- every write of Volcano's conf (a new digest of Tessera's part, or a hand edit restored) is
+  a change, stamped on the map with the API server's time of that write; ``restart:
+  Automatic`` restarts the Deployments as ``kubectl rollout restart`` does (pod template
+  annotation ``kubectl.kubernetes.io/restartedAt``), once per change, with an Event; until
+  the rollout is complete and every live scheduler pod is newer than the change the
+  policies say ``RestartPending``;
+- a conf Tessera edited (label ``tessera.io/deviceshare-edited``) that no policy names any
+  more gets its arguments back and loses Tessera's map and marks.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from tessera.adapters.events import Ref
-from tessera.adapters.kube import ApiError, Obj, path_of
+from tessera.adapters.kube import FIELD_MANAGER, ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
 from tessera.domain.schedulers import ObjectKey, SchedulerOutcome, VolcanoDemand, VolcanoDemands
@@ -45,7 +48,11 @@ ATTEMPTS = 4
 def sync(ctx: Context, demands: VolcanoDemands) -> dict[str, SchedulerOutcome]:
     """Make each named Volcano config match its policies; each policy's outcome by name."""
     out: dict[str, SchedulerOutcome] = {}
+    shared = vp.one_map_per_namespace(demands)
     for key, demand in sorted(demands.items()):
+        if any(p.policy in shared for p in demand.policies):
+            out |= {p.policy: _outcome(shared[p.policy], key) for p in demand.policies}
+            continue
         for attempt in range(ATTEMPTS):
             try:
                 out.update(_one(ctx, key, demand))
@@ -57,6 +64,14 @@ def sync(ctx: Context, demands: VolcanoDemands) -> dict[str, SchedulerOutcome]:
     return out
 
 
+def edited(ctx: Context) -> tuple[ObjectKey, ...]:
+    """The Volcano maps Tessera's edit is on (its label), in any namespace."""
+    found = ctx.kube.list(path_of("v1", "configmaps"), label_selector=vp.EDITED_LABEL)
+    return tuple(
+        sorted(ObjectKey(o["metadata"]["namespace"], o["metadata"]["name"]) for o in found)
+    )
+
+
 def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, SchedulerOutcome]:
     cm = ctx.kube.get_or_none(_cm_path(key))
     conf = ((cm or {}).get("data") or {}).get(c.VOLCANO_SCHEDULER_CONFIGMAP_KEY)
@@ -65,10 +80,8 @@ def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, Sched
     entries, hami_missing = _hami_entries(ctx, demand)
     found = vp.plan(demand, conf, entries, previous, hami_missing)
     if not demand.policies:
-        if found.conf is not None and cm is not None:
-            gone = (vp.PREVIOUS_ANNOTATION, vp.DIGEST_ANNOTATION, vp.CHANGED_ANNOTATION)
-            _write_conf(ctx, cm, found.conf, dict.fromkeys(gone))
-        _delete_map(ctx, key.namespace)
+        if cm is not None and vp.edited(cm):
+            _release(ctx, cm, found.conf)
         return {}
     if found.geometries is None or found.conf is None or cm is None:
         return {n: _outcome(v, key) for n, v in found.verdicts.items()}
@@ -77,19 +90,13 @@ def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, Sched
         for n in _write_map(ctx, key.namespace, found.geometries)
     ]
     changed_at = notes.get(vp.CHANGED_ANNOTATION, "")
-    if notes.get(vp.DIGEST_ANNOTATION) != found.digest or not changed_at:
-        changed_at = ctx.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-        stamps = {
-            vp.DIGEST_ANNOTATION: found.digest,
-            vp.CHANGED_ANNOTATION: changed_at,
-            vp.PREVIOUS_ANNOTATION: json.dumps(dict(found.previous), sort_keys=True),
-        }
-        _write_conf(ctx, cm, found.conf, stamps)
+    fresh = notes.get(vp.DIGEST_ANNOTATION) != found.digest
+    if fresh or found.conf != conf or not restart.is_time(changed_at):
+        # any write of the conf is a change Volcano reads only at start: stamped anew
+        changed_at = _stamp(ctx, cm, found)
         log.info("Volcano config %s: deviceshare arguments %s", key, found.digest)
-        written.append(f"{key}: deviceshare arguments written")
-    elif found.conf != conf:  # a person changed an owned argument back: restore, same change
-        _write_conf(ctx, cm, found.conf, {})
-        written.append(f"{key}: deviceshare arguments restored")
+        said = "written" if fresh else "restored"
+        written.append(f"{key}: deviceshare arguments {said}")
     pending = _restart(ctx, demand, changed_at)
     versions = {"volcano": found.version}
     out = {}
@@ -104,6 +111,42 @@ def _one(ctx: Context, key: ObjectKey, demand: VolcanoDemand) -> dict[str, Sched
             if ctx.events.first("volcano-trap", name, warning):
                 ctx.events.post(_policy(name), "SchedulerTrap", warning, ctx.clock(), "Warning")
     return out
+
+
+def _stamp(ctx: Context, cm: Obj, found: vp.VolcanoPlan) -> str:
+    """Write the conf, then stamp the change with the API server's time of that write (the
+    operator's clock may be skewed from the one that times the scheduler pods)."""
+    assert found.conf is not None
+    notes = {
+        vp.DIGEST_ANNOTATION: found.digest,
+        vp.PREVIOUS_ANNOTATION: json.dumps(dict(found.previous), sort_keys=True),
+        vp.CHANGED_ANNOTATION: None,
+    }
+    _write_conf(ctx, cm, found.conf, notes, {vp.EDITED_LABEL: "true"})
+    changed_at = restart.written_at(cm, FIELD_MANAGER)
+    if not changed_at:  # a server that returns no managedFields: the closest time there is
+        changed_at = ctx.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta = cm["metadata"]
+    body = {
+        "metadata": {
+            "resourceVersion": meta["resourceVersion"],
+            "annotations": {vp.CHANGED_ANNOTATION: changed_at},
+        }
+    }
+    path = path_of("v1", "configmaps", meta["name"], meta["namespace"])
+    cm["metadata"] = ctx.kube.patch(path, body)["metadata"]
+    return changed_at
+
+
+def _release(ctx: Context, cm: Obj, conf: str | None) -> None:
+    """No policy names this Volcano config any more: Tessera's map goes first (a failure
+    leaves the conf marked, so the next pass tries again), then its arguments and marks."""
+    _delete_map(ctx, cm["metadata"]["namespace"])
+    current = (cm.get("data") or {}).get(c.VOLCANO_SCHEDULER_CONFIGMAP_KEY)
+    text = conf if conf is not None else current
+    if text is None:
+        return
+    _write_conf(ctx, cm, text, dict.fromkeys(vp.MARKS), {vp.EDITED_LABEL: None})
 
 
 def _outcome(
@@ -134,14 +177,22 @@ def _hami_entries(ctx: Context, demand: VolcanoDemand) -> tuple[dict[str, Mappin
     return vp.hami_entries(text), ""
 
 
-def _write_conf(ctx: Context, cm: Obj, conf: str, notes: Mapping[str, str | None]) -> None:
+def _write_conf(
+    ctx: Context,
+    cm: Obj,
+    conf: str,
+    notes: Mapping[str, str | None],
+    labels: Mapping[str, str | None],
+) -> None:
     meta = cm["metadata"]
     body: dict[str, Any] = {
-        "metadata": {"resourceVersion": meta["resourceVersion"]},
+        "metadata": {
+            "resourceVersion": meta["resourceVersion"],
+            "annotations": dict(notes),
+            "labels": dict(labels),
+        },
         "data": {c.VOLCANO_SCHEDULER_CONFIGMAP_KEY: conf},
     }
-    if notes:
-        body["metadata"]["annotations"] = dict(notes)
     path = path_of("v1", "configmaps", meta["name"], meta["namespace"])
     written = ctx.kube.patch(path, body)
     cm["metadata"] = written["metadata"]
@@ -180,9 +231,9 @@ def _restart(ctx: Context, demand: VolcanoDemand, changed_at: str) -> str:
             _rollout_restart(ctx, key, changed_at, demand)
             deployment = ctx.kube.get(_deploy_path(key))
         pods = ctx.kube.list(path_of("v1", "pods", namespace=key.namespace))
-        stale = restart.stale_pods(deployment, pods, changed_at)
-        if stale is not None:
-            waiting.append(restart.pending_message(key, changed_at, stale, automatic))
+        why = restart.pending(deployment, pods, changed_at)
+        if why:
+            waiting.append(restart.pending_message(key, changed_at, why, automatic))
     return "; ".join(waiting)
 
 

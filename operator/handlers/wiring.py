@@ -19,11 +19,13 @@ from typing import Any
 import kopf
 
 from tessera.api import constants as c
+from tessera.api.v1alpha1.scheduler import HamiScheduler, VolcanoScheduler
 from tessera.controllers import loop, nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.controllers.loop import Controller, Waiting, guarded
 from tessera.controllers.runtime import Context
 from tessera.controllers.writer_lease import WriterLease
 from tessera.domain.rollout import PodView
+from tessera.domain.schedulers import volcano_geometries
 from tessera.handlers import contract_watch
 from tessera.handlers.wakeups import (
     NodeWakeups,
@@ -189,7 +191,8 @@ def _register_watches(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wa
 
 
 def _register_sharing_maps(registry: kopf.OperatorRegistry, ctx: Context, wakeups: Wakeups) -> None:
-    """A hand edit of the device-plugin or HAMi ConfigMaps wakes every SharingPolicy (drift)."""
+    """A hand edit of the device-plugin, HAMi or Volcano ConfigMaps, or a change of a scheduler
+    Deployment, wakes every SharingPolicy (drift, versions, restarts)."""
     hami = ctx.settings.hami_namespace
     watched = {
         ctx.settings.device_plugin_configmap,
@@ -198,7 +201,20 @@ def _register_sharing_maps(registry: kopf.OperatorRegistry, ctx: Context, wakeup
         (hami, c.HAMI_SCHEDULER_CONFIGMAP_NAME),
     }
 
+    # Volcano's conf and Tessera's geometries map, in any namespace (the Role grants these
+    # names only): a hand edit, or a Volcano installed after the policy, wakes the policies.
+    volcano = {VolcanoScheduler().config_map.name, volcano_geometries.NAME}
+
     @kopf.on.event("", "v1", "configmaps", registry=registry)
     def sharing_map_changed(name: str, namespace: str | None, **_: Any) -> None:
-        if (namespace or "", name) in watched:
+        if (namespace or "", name) in watched or name in volcano:
+            wakeups.wake_all(sharingpolicy.PLURAL)
+
+    # The scheduler Deployments (the Role grants these names only): a new image tag is a new
+    # version, and the end of a rollout ends a pending restart.
+    schedulers = {HamiScheduler().deployment.name, VolcanoScheduler().deployment.name}
+
+    @kopf.on.event("apps", "v1", "deployments", registry=registry)
+    def scheduler_changed(name: str, **_: Any) -> None:
+        if name in schedulers:
             wakeups.wake_all(sharingpolicy.PLURAL)

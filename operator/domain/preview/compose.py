@@ -118,8 +118,10 @@ def _with_dra(o: ObjectPreview, devices: DraPreviews) -> ObjectPreview:
 def _with_scheduler(o: ObjectPreview, found: SchedulerPreviews) -> ObjectPreview:
     """A policy naming Volcano: what its scheduler cannot take is an error (exit 1), its
     traps are problems, a restart is a write."""
-    if o.kind != "SharingPolicy" or o.action == "delete":
+    if o.kind != "SharingPolicy":
         return o
+    if o.action == "delete":  # a deleted policy's release of Volcano's config
+        return replace(o, writes=(*o.writes, *found.writes.get(o.name, ())))
     return replace(
         o,
         conflicts=(*o.conflicts, *found.errors.get(o.name, ())),

@@ -22,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from tessera.api import constants as c
-from tessera.api.v1alpha1.scheduler import ObjectRef
+from tessera.api.v1alpha1.scheduler import ObjectRef, VolcanoScheduler
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands, traps, volcano_conf
 from tessera.domain.schedulers import volcano_geometries as geometries
@@ -35,6 +35,7 @@ from .results import ConfigDiff, unified
 from .sharing import policies as sharing_policies
 
 KIND = "SharingPolicy"
+DEFAULT_VOLCANO_CONF = ObjectKey.of(VolcanoScheduler().config_map)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ class SchedulerPreviews:
 def named(objects: Iterable[Raw]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """The ConfigMaps and Deployments (namespace, name) the SharingPolicies among
     ``objects`` name for their schedulers: what ``tessera plan`` reads besides the rest."""
-    maps: set[tuple[str, str]] = set()
+    default = (DEFAULT_VOLCANO_CONF.namespace, DEFAULT_VOLCANO_CONF.name)
+    maps: set[tuple[str, str]] = {default, (default[0], geometries.NAME)}
     deployments: set[tuple[str, str]] = set()
     for obj in objects:
         if obj.get("kind") != KIND:
@@ -84,13 +86,59 @@ def previews(before: Cluster, after: Cluster, plan: SharingPlan) -> SchedulerPre
         versions, unknown = _versions(before, policy.spec)
         asked.append(demands.demand(policy.name, policy.spec, scheduler, labels, versions, unknown))
     out = SchedulerPreviews()
-    for key, grouped in demands.volcano_demands(asked).items():
+    grouped_all = demands.volcano_demands(asked)
+    for key, grouped in grouped_all.items():
         deploys = {ObjectKey.of(p.volcano.deployment) for p in grouped.policies}
         named_deploys = {k: _deployment(before, k) for k in deploys}
         out = _joined(
             out, _one(before, demands.VolcanoDemand(key, grouped.policies, named_deploys))
         )
+    return _joined(out, released(before, set(grouped_all)))
+
+
+def released(before: Cluster, named: set[ObjectKey]) -> SchedulerPreviews:
+    """The Volcano configs Tessera edited that no policy names once the manifests are
+    applied (a policy pruned, deleted, switched to HAMi or pointed at another map): the
+    operator gives their arguments back and deletes its geometries map, as the diffs say."""
+    out = SchedulerPreviews()
+    for key, names in sorted(_named_before(before).items()):
+        if key in named:
+            continue
+        cm = before.configmap((key.namespace, key.name))
+        if cm is None or not vp.edited(cm):
+            continue
+        out = _joined(out, _release(before, key, cm, names))
     return out
+
+
+def _named_before(before: Cluster) -> dict[ObjectKey, tuple[str, ...]]:
+    """The Volcano configs the live policies name (the default one always), and who names them."""
+    out: dict[ObjectKey, list[str]] = {DEFAULT_VOLCANO_CONF: []}
+    for policy in sharing_policies(before):
+        scheduler = policy.spec.scheduler
+        if scheduler is not None and scheduler.volcano is not None:
+            out.setdefault(ObjectKey.of(scheduler.volcano.config_map), []).append(policy.name)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _release(before: Cluster, key: ObjectKey, cm: Raw, names: tuple[str, ...]) -> SchedulerPreviews:
+    conf = (cm.get("data") or {}).get(c.VOLCANO_SCHEDULER_CONFIGMAP_KEY)
+    stamps = (cm.get("metadata") or {}).get("annotations") or {}
+    previous = json.loads(stamps.get(vp.PREVIOUS_ANNOTATION) or "{}")
+    found = vp.plan(demands.VolcanoDemand(key, ()), conf, {}, previous)
+    diffs = []
+    if conf is not None and found.conf is not None:
+        diffs.append(unified(f"{key}/{c.VOLCANO_SCHEDULER_CONFIGMAP_KEY}", conf, found.conf))
+    old = before.configmap((key.namespace, geometries.NAME))
+    old_text = ((old or {}).get("data") or {}).get(geometries.KEY)
+    if old_text is not None:
+        diffs.append(unified(f"{key.namespace}/{geometries.NAME}/{geometries.KEY}", old_text, ""))
+    said = (
+        f"releases Volcano's {key}: Tessera's deviceshare arguments given back, "
+        f"{key.namespace}/{geometries.NAME} deleted (restart Volcano to read it)"
+    )
+    writes = dict.fromkeys(names or ("",), (said,))
+    return SchedulerPreviews(tuple(d for d in diffs if d is not None), writes=writes)
 
 
 def _joined(a: SchedulerPreviews, b: SchedulerPreviews) -> SchedulerPreviews:

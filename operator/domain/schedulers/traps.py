@@ -17,6 +17,12 @@ from .versions import Version
 WRAPPER_SINCE = Version(1, 16, 0)
 HAMI_CORE_SINCE = Version(1, 16, 0)
 
+# deviceshare.KnownGeometriesCM* are read from v1.12, AscendHAMiVNPUEnable from v1.14: older
+# Volcano ignores them and schedules no slice (reference §5.1).
+GEOMETRIES_CM_SINCE = Version(1, 12, 0)
+ASCEND_HAMI_SINCE = Version(1, 14, 0)
+LEGACY_GPU = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable")
+
 # HAMi chip keys Volcano does not read, and the value that makes relying on them harmless.
 IGNORED_KEYS: Mapping[str, Any] = {
     "resourceCoreName": None,
@@ -104,6 +110,36 @@ def chips_without_entry(
     return Trap(
         f"no vnpus entry for chip {said}: Volcano registers no device for it and its pods "
         "stay Pending",
+        stuck=True,
+    )
+
+
+def vgpu_fatal(vgpu: bool, arguments: Mapping[str, Any], where: str) -> Trap | None:
+    """``VGPUEnable`` with the legacy ``GPUSharingEnable``/``GPUNumberEnable`` on is fatal:
+    Volcano's scheduler exits at start (a restart would crash-loop it)."""
+    on = [k for k in LEGACY_GPU if arguments.get(k) is True or str(arguments.get(k)) == "true"]
+    if vgpu and on:
+        return Trap(
+            f"{where} has {' and '.join(f'{k}: true' for k in on)}: Volcano exits at start "
+            "when deviceshare.VGPUEnable is set with it; nothing written or restarted — turn "
+            f"{' and '.join(on)} off to let Tessera enable VGPUEnable",
+            stuck=True,
+        )
+    return None
+
+
+def arguments_too_old(version: Version, ascend: bool) -> Trap | None:
+    """Volcano older than the arguments Tessera writes ignores them: no slice is scheduled."""
+    missing = []
+    if version < GEOMETRIES_CM_SINCE:
+        missing.append(f"deviceshare.KnownGeometriesCM* (Volcano {GEOMETRIES_CM_SINCE})")
+    if ascend and version < ASCEND_HAMI_SINCE:
+        missing.append(f"deviceshare.AscendHAMiVNPUEnable (Volcano {ASCEND_HAMI_SINCE})")
+    if not missing:
+        return None
+    return Trap(
+        f"Volcano {version} ignores {' and '.join(missing)}: it would schedule no slice; "
+        "nothing written or restarted — upgrade Volcano",
         stuck=True,
     )
 

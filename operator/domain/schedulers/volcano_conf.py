@@ -138,8 +138,34 @@ def _construct(node: Node) -> Any:
     return yaml.SafeLoader("").construct_document(node)
 
 
-def scalar(value: Scalar) -> str:
-    """A value as YAML text: plain when it reads back as itself, else JSON-quoted."""
+def _newline(text: str) -> str:
+    """The file's line ending (a CRLF file gets CRLF lines)."""
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def has_plugin(text: str) -> bool:
+    """Whether the conf holds a deviceshare plugin (with or without arguments)."""
+    return _locate(text).plugin is not None
+
+
+def remove_plugin(text: str) -> str:
+    """``text`` without the deviceshare plugin's entry, when it has no arguments left (the
+    entry Tessera added, given back); else unchanged."""
+    found = _locate(text)
+    plugin = found.plugin
+    if plugin is None or arguments(text) or plugin.flow_style:
+        return text
+    start = _line_start(text, plugin.start_mark.index)
+    return text[:start] + text[_line_end(text, _last_end(plugin)) :]
+
+
+def scalar(value: Scalar, style: str | None = None) -> str:
+    """A value as YAML text: plain when it reads back as itself, else JSON-quoted; a string
+    replacing a quoted one keeps its quotes (``style``: the node's)."""
+    if isinstance(value, str) and style == "'" and "'" not in value:
+        return f"'{value}'"
+    if isinstance(value, str) and style == '"':
+        return json.dumps(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -189,6 +215,8 @@ def _edit_plugin(
         return text[: plugin.start_mark.index] + whole + text[plugin.end_mark.index :]
     if args is None or not isinstance(args, MappingNode) or args.flow_style or not args.value:
         return _replace_arguments(text, plugin, args, target)
+    if not target:  # none left: the arguments key goes too (not a null "arguments:")
+        return _replace_arguments(text, plugin, args, target)
     edits: list[tuple[int, int, str]] = []  # (start, end, replacement), applied back to front
     keys = {k.value: (k, v) for k, v in args.value if isinstance(k, ScalarNode)}
     first_key = args.value[0][0]
@@ -199,16 +227,14 @@ def _edit_plugin(
             continue
         if key in keys and want is None:
             k, v = keys[key]
+            _editable(key, k, v, removing=True)
             edits.append((_line_start(text, k.start_mark.index), _line_end(text, _last_end(v)), ""))
-        elif key in keys:
-            _, v = keys[key]
-            if not isinstance(v, ScalarNode) or want is None:
-                raise ConfInvalid(
-                    f"{key} is not a plain value; Tessera will not rewrite it", *_at(v)
-                )
-            edits.append((v.start_mark.index, v.end_mark.index, scalar(want)))
+        elif key in keys and want is not None:
+            k, v = keys[key]
+            _editable(key, k, v, removing=False)
+            edits.append((v.start_mark.index, v.end_mark.index, scalar(want, v.style)))
         elif want is not None:
-            added += f"{indent}{key}: {scalar(want)}\n"
+            added += f"{indent}{key}: {scalar(want)}{_newline(text)}"
     at = _line_start(text, first_key.start_mark.index)
     edits.append((at, at, added))
     for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
@@ -216,22 +242,42 @@ def _edit_plugin(
     return text
 
 
+def _editable(key: str, k: Node, v: Node, *, removing: bool) -> None:
+    """Tessera rewrites a plain (or quoted) value on its key's line, or removes a key whose
+    value is its own; anything else is refused at the key's position in the person's file."""
+    why = ""
+    if v.start_mark.index < k.end_mark.index:
+        why = "an alias (*name)"  # the node lies at its anchor, elsewhere in the file
+    elif removing:
+        pass
+    elif not isinstance(v, ScalarNode):
+        why = "not a single value"
+    elif v.style in ("|", ">"):
+        why = "a block scalar (| or >)"
+    elif v.style is None and v.value == "":
+        why = "empty (null)"
+    if why:
+        raise ConfInvalid(
+            f"{key} is {why}: Tessera cannot edit it here; write a plain value", *_at(k)
+        )
+
+
 def _replace_arguments(
     text: str, plugin: MappingNode, args: Node | None, target: Mapping[str, Scalar]
 ) -> str:
     """No arguments, or a flow or empty map of them: rewritten as one map."""
-    indent = " " * plugin.value[0][0].start_mark.column
-    block = f"{indent}arguments:\n" + "".join(
-        f"{indent}  {k}: {scalar(v)}\n" for k, v in target.items()
+    indent, nl = " " * plugin.value[0][0].start_mark.column, _newline(text)
+    block = f"{indent}arguments:{nl}" + "".join(
+        f"{indent}  {k}: {scalar(v)}{nl}" for k, v in target.items()
     )
     if args is None:
         at = _line_end(text, _last_end(plugin))
         return text[:at] + (block if target else "") + text[at:]
-    if isinstance(args, MappingNode) and args.value:  # a flow map: keep it one
+    if isinstance(args, MappingNode) and args.value and args.flow_style:  # keep it one map
         new = _flow(target) if target else "{}"
         return text[: args.start_mark.index] + new + text[args.end_mark.index :]
     key = next(k for k, v in plugin.value if v is args)
-    start, end = _line_start(text, key.start_mark.index), _line_end(text, args.end_mark.index)
+    start, end = _line_start(text, key.start_mark.index), _line_end(text, _last_end(args))
     return text[:start] + (block if target else "") + text[end:]
 
 
@@ -251,10 +297,11 @@ def _add_plugin(text: str, found: _Found, target: Mapping[str, Scalar]) -> str:
         raise ConfInvalid("cannot place a deviceshare plugin here", *_at(found.after))
     lead = " " * (len(dash) - 1)
     inner = " " * found.after.start_mark.column
-    body = "".join(f"{inner}  {k}: {scalar(v)}\n" for k, v in target.items())
-    entry = f"{lead}- name: {PLUGIN}\n{inner}arguments:\n{body}"
+    nl = _newline(text)
+    body = "".join(f"{inner}  {k}: {scalar(v)}{nl}" for k, v in target.items())
+    entry = f"{lead}- name: {PLUGIN}{nl}{inner}arguments:{nl}{body}"
     at = _line_end(text, _last_end(found.after))
-    prefix = text[:at] if text[:at].endswith("\n") or not at else text[:at] + "\n"
+    prefix = text[:at] if text[:at].endswith("\n") or not at else text[:at] + nl
     return prefix + entry + text[at:]
 
 

@@ -9,8 +9,10 @@ read), and one verdict per policy. States, in the order they are decided:
 
 - absent map, key or Deployment      → Reconciling WaitingForScheduler, nothing written
 - a policy's Volcano version unknown  → Stalled SchedulerVersionUnknown (that policy); no write
-- policies disagree (policy, weight)  → Stalled Conflict on each, naming the others; no write
+- policies disagree (policy, weight, restart, version) → Stalled Conflict on each, naming the others; no write
 - conf does not parse                 → Stalled SchedulerConfigInvalid, line and column; no write
+- Volcano too old for the arguments, or VGPUEnable with the legacy GPU modes (fatal at
+  Volcano's start)                    → Stalled SchedulerTrap; no write, no restart
 - a trap leaving pods Pending         → Stalled SchedulerTrap (written all the same)
 - otherwise                           → Ready, warnings (traps that do not block) in the message
 """
@@ -25,10 +27,11 @@ from typing import Any
 
 import yaml
 
+from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
 
 from . import traps, volcano_conf, volcano_geometries
-from .demands import PolicyDemand, VolcanoDemand
+from .demands import ObjectKey, PolicyDemand, VolcanoDemand
 from .outcome import CONFIG_INVALID, CONFLICT, TRAP, VERSION_UNKNOWN, WAITING_FOR_SCHEDULER
 from .versions import Version
 
@@ -37,7 +40,22 @@ PREVIOUS_ANNOTATION = "tessera.io/deviceshare-previous"
 restored when no policy names that scheduler any more."""
 DIGEST_ANNOTATION = "tessera.io/deviceshare-digest"
 CHANGED_ANNOTATION = "tessera.io/deviceshare-changed-at"
-"""When Tessera's part last changed (RFC 3339): pods older than this have not read it."""
+"""When Tessera last wrote the conf (RFC 3339, the API server's time of the write): pods
+older than this have not read it."""
+EDITED_LABEL = "tessera.io/deviceshare-edited"
+"""On a Volcano map Tessera edited: found by a label selector (any namespace, any name) to
+give its arguments back once no policy names it (a policy switched to HAMi, dropped
+spec.scheduler or named another map)."""
+PLUGIN_ADDED = "tessera.io/plugin-added"
+"""In PREVIOUS_ANNOTATION: the conf had no deviceshare plugin; Tessera's entry goes again."""
+MARKS = (PREVIOUS_ANNOTATION, DIGEST_ANNOTATION, CHANGED_ANNOTATION)
+
+
+def edited(cm: Mapping[str, Any]) -> bool:
+    """Whether Tessera's edit is on this Volcano map (its label or any of its annotations)."""
+    meta = cm.get("metadata") or {}
+    notes = meta.get("annotations") or {}
+    return EDITED_LABEL in (meta.get("labels") or {}) or any(k in notes for k in MARKS)
 
 
 @dataclass(frozen=True)
@@ -82,7 +100,9 @@ def plan(
     names = [p.policy for p in demand.policies]
     if not demand.policies:
         return _release(conf, previous)
-    missing = [f"ConfigMap {where} (key {volcano_conf_key()})"] if conf is None else []
+    missing = (
+        [f"ConfigMap {where} (key {c.VOLCANO_SCHEDULER_CONFIGMAP_KEY})"] if conf is None else []
+    )
     missing += [f"Deployment {k}" for k, d in sorted(demand.deployments.items()) if d is None]
     missing += [hami_missing] if hami_missing else []
     if missing:
@@ -99,26 +119,64 @@ def plan(
                 for n in names
             }
         )
-    clash = _conflict(demand.policies, where)
+    clash = _conflict(demand.policies, where) or _versions_differ(demand.policies, where)
     if clash:
         return VolcanoPlan({n: Verdict("stalled", CONFLICT, clash) for n in names})
     detected = min((p.versions["volcano"] for p in demand.policies), key=lambda d: d.version)
     version = detected.version
     wanted = wanted_arguments(demand.policies, demand.config_map.namespace)
+    # an argument no policy sets any more goes back to what it was (None: Tessera never set
+    # it, the person's value stays)
+    given_back = {k: previous[k] for k, v in wanted.items() if v is None and k in previous}
+    asked = {k: v for k, v in wanted.items() if v is not None} | given_back
     try:
         before = volcano_conf.arguments(conf)
-        new_conf = volcano_conf.edit(conf, wanted)
+        new_conf = volcano_conf.edit(conf, asked)
     except volcano_conf.ConfInvalid as err:
         text = f"{where}: {err}; left untouched"
         return VolcanoPlan({n: Verdict("stalled", CONFIG_INVALID, text) for n in names})
-    recorded = dict(previous)
+    fatal = traps.found(
+        traps.arguments_too_old(version, bool(wanted[volcano_conf.ENABLE_VNPU])),
+        traps.vgpu_fatal(bool(wanted[volcano_conf.ENABLE_VGPU]), before, where),
+    )
+    if fatal:  # writing would crash Volcano or change nothing it reads: no write
+        text = "; ".join(t.message for t in fatal)
+        return VolcanoPlan({n: Verdict("stalled", TRAP, text) for n in names})
+    recorded = {k: v for k, v in previous.items() if k not in given_back}
+    if not recorded and not volcano_conf.has_plugin(conf):
+        recorded[PLUGIN_ADDED] = True  # the entry goes again when given back
     for key, value in wanted.items():
         if value is not None and key not in recorded:
             recorded[key] = before.get(key)
     doc = _geometries(demand.policies, entries, version)
     digest = _digest({k: v for k, v in wanted.items() if v is not None}, doc)
-    verdicts, warnings = _verdicts(demand.policies, entries, version, where)
+    weight = _int(before.get(volcano_conf.WEIGHT))  # kept when no policy sets one
+    verdicts, warnings = _verdicts(demand.policies, entries, version, where, weight)
     return VolcanoPlan(verdicts, new_conf, doc, digest, recorded, warnings, str(detected))
+
+
+def one_map_per_namespace(demands: Mapping[ObjectKey, VolcanoDemand]) -> dict[str, Verdict]:
+    """Tessera's geometries map is one per namespace: two Volcano confs in one namespace,
+    each named by policies, would flip it between them — a Conflict on every policy naming
+    either (nothing written for them)."""
+    by_namespace: dict[str, list[VolcanoDemand]] = {}
+    for key, one in sorted(demands.items()):
+        if one.policies:
+            by_namespace.setdefault(key.namespace, []).append(one)
+    out: dict[str, Verdict] = {}
+    for namespace, ones in by_namespace.items():
+        if len(ones) < 2:
+            continue
+        said = "; ".join(
+            f"{one.config_map} by {', '.join(sorted(p.policy for p in one.policies))}"
+            for one in ones
+        )
+        text = (
+            f"two Volcano configs in namespace {namespace} would share Tessera's map "
+            f"{namespace}/{volcano_geometries.NAME}: {said}; name one of them only"
+        )
+        out |= {p.policy: Verdict("stalled", CONFLICT, text) for one in ones for p in one.policies}
+    return out
 
 
 def hami_entries(text: str) -> dict[str, Mapping[str, Any]]:
@@ -133,32 +191,45 @@ def hami_entries(text: str) -> dict[str, Mapping[str, Any]]:
     return {str(e.get("chipName")): e for e in configs if isinstance(e, Mapping)}
 
 
-def volcano_conf_key() -> str:
-    return "volcano-scheduler.conf"
-
-
 def _release(conf: str | None, previous: Mapping[str, Any]) -> VolcanoPlan:
     """No policy names this Volcano any more: Tessera's argument values go back to what they
     were (an argument it added goes)."""
     if conf is None or not previous:
         return VolcanoPlan({})
+    values = {k: v for k, v in previous.items() if k != PLUGIN_ADDED}
     try:
-        restored = volcano_conf.edit(conf, dict(previous))
+        restored = volcano_conf.edit(conf, values)
+        if previous.get(PLUGIN_ADDED):
+            restored = volcano_conf.remove_plugin(restored)
     except volcano_conf.ConfInvalid:
         return VolcanoPlan({})  # unparseable now: a person's edit, left as it is
     return VolcanoPlan({}, restored)
 
 
 def _conflict(policies: tuple[PolicyDemand, ...], where: str) -> str:
-    asks = {(p.volcano.policy, p.volcano.weight) for p in policies}
+    asks = {(p.volcano.policy, p.volcano.weight, p.volcano.restart) for p in policies}
     if len(asks) < 2:
         return ""
     said = ", ".join(
         f"SharingPolicy {p.policy} asks {p.volcano.policy}"
         + (f" weight {p.volcano.weight}" if p.volcano.weight is not None else " without weight")
+        + f" restart {p.volcano.restart}"
         for p in sorted(policies, key=lambda p: p.policy)
     )
-    return f"policies naming Volcano's {where} disagree on deviceshare.SchedulePolicy/ScheduleWeight: {said}"
+    return (
+        f"policies naming Volcano's {where} disagree on deviceshare.SchedulePolicy/"
+        f"ScheduleWeight or on who restarts Volcano (restart): {said}"
+    )
+
+
+def _versions_differ(policies: tuple[PolicyDemand, ...], where: str) -> str:
+    """Policies naming one Volcano that declare different versions of it (as HAMi's part
+    does: a Conflict, not the oldest silently)."""
+    found = {p.policy: p.versions["volcano"] for p in policies if "volcano" in p.versions}
+    if len({d.version for d in found.values()}) < 2:
+        return ""
+    said = ", ".join(f"SharingPolicy {n} says {d}" for n, d in sorted(found.items()))
+    return f"policies naming Volcano's {where} disagree on its version: {said}"
 
 
 def _geometries(
@@ -186,6 +257,7 @@ def _verdicts(
     entries: Mapping[str, Mapping[str, Any]],
     at: Version,
     where: str,
+    kept_weight: int | None = None,
 ) -> tuple[dict[str, Verdict], dict[str, tuple[str, ...]]]:
     verdicts: dict[str, Verdict] = {}
     warnings: dict[str, tuple[str, ...]] = {}
@@ -193,7 +265,9 @@ def _verdicts(
         found = traps.found(
             traps.soft_slicing_too_old(at, p.soft_slicing),
             traps.chips_without_entry({c: [p.policy] for c in p.chips}, entries),
-            traps.weight_skips_binpack(p.volcano.policy, p.volcano.weight),
+            traps.weight_skips_binpack(
+                p.volcano.policy, p.volcano.weight if p.volcano.weight is not None else kept_weight
+            ),
             traps.ignored_keys(entries[c] for c in p.chips if c in entries),
         )
         stuck = [t.message for t in found if t.stuck]
@@ -204,6 +278,13 @@ def _verdicts(
             text = f"Volcano's {where} deviceshare arguments and its device config match"
             verdicts[p.policy] = Verdict("ready", "Applied", "; ".join((text, *warnings[p.policy])))
     return verdicts, warnings
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _digest(arguments: Mapping[str, Any], doc: Mapping[str, Any]) -> str:

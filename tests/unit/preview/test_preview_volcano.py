@@ -3,6 +3,7 @@ restarts, notes and errors (exit 1 where the operator would not write)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -130,3 +131,48 @@ def test_volcano_1_15_reading_the_wrapper_today_is_noted() -> None:
     p = preview(_cluster(pointed, "v1.15.0"), [_policy("a")], NOW)
     policy = next(o for o in p.objects if o.name == "a")
     assert any("now: Volcano v1.15.0 reads vnpus only as a list" in n for n in policy.problems)
+
+
+def _edited_cluster(*more: dict[str, Any]) -> Cluster:
+    """Tessera edited Volcano's conf for the live policy ``a`` (its marks, its map)."""
+    from tessera.domain.schedulers import volcano_conf as v
+    from tessera.domain.schedulers import volcano_plan as vp
+
+    wanted = {v.ENABLE_VNPU: True, v.POLICY: "binpack", v.CM_NAME: "tessera-volcano-device-config"}
+    conf = _map(
+        "volcano-system",
+        "volcano-scheduler-configmap",
+        "volcano-scheduler.conf",
+        v.edit(CONF, wanted),
+    )
+    previous = json.dumps(dict.fromkeys(wanted))
+    conf["metadata"]["annotations"] = {vp.PREVIOUS_ANNOTATION: previous}
+    conf["metadata"]["labels"] = {vp.EDITED_LABEL: "true"}
+    geometries = _map(
+        "volcano-system", "tessera-volcano-device-config", "device-config.yaml", "vnpus: []\n"
+    )
+    live = _policy("a")
+    return _cluster(None, "v1.16.0", conf, geometries, live, *more)
+
+
+def test_a_policy_switched_to_hami_previews_volcanos_release() -> None:
+    switched = _policy("a")
+    switched["spec"]["scheduler"] = {"name": "HAMi"}
+    p = preview(_edited_cluster(), [switched], NOW)
+    diffs = {d.where: d for d in p.configs}
+    conf = diffs["volcano-system/volcano-scheduler-configmap/volcano-scheduler.conf"]
+    assert "-      deviceshare.AscendHAMiVNPUEnable: true" in conf.diff
+    assert "volcano-system/tessera-volcano-device-config/device-config.yaml" in diffs
+    policy = next(o for o in p.objects if o.name == "a")
+    assert any(
+        "releases Volcano's volcano-system/volcano-scheduler-configmap" in w for w in policy.writes
+    )
+    assert p.changed
+
+
+def test_a_pruned_policy_previews_volcanos_release() -> None:
+    p = preview(_edited_cluster(), [], NOW, prune=True)
+    policy = next(o for o in p.objects if o.name == "a")
+    assert policy.action == "delete"
+    assert any("releases Volcano's" in w for w in policy.writes)
+    assert any(d.where.endswith("volcano-scheduler.conf") for d in p.configs)

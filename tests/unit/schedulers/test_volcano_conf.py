@@ -142,3 +142,29 @@ def test_unparseable_conf_names_line_and_column(text: str, line: int, column: in
 def test_scalars_read_back_as_themselves(value: v.Scalar, text: str) -> None:
     assert v.scalar(value) == text
     assert yaml.safe_load(f"k: {text}")["k"] == value
+
+
+BASE = "tiers:\n- plugins:\n  - name: predicates\n  - name: deviceshare\n    arguments:\n"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [
+        ("      deviceshare.SchedulePolicy:\n", "empty (null)"),
+        ("      deviceshare.SchedulePolicy: >-\n        binpack\n", "a block scalar"),
+        ("      x: &p binpack\n      deviceshare.SchedulePolicy: *p\n", "an alias"),
+    ],
+)
+def test_values_tessera_cannot_rewrite_are_refused_at_the_persons_line(
+    arguments: str, why: str
+) -> None:
+    text = BASE + arguments
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if "SchedulePolicy" in x)
+    with pytest.raises(v.ConfInvalid) as err:
+        v.edit(text, {v.POLICY: "spread"})
+    assert why in str(err.value) and (err.value.line, err.value.column) == (line, 7)
+
+
+def test_quoted_values_keep_their_quotes() -> None:
+    text = BASE + '      deviceshare.SchedulePolicy: "binpack"\n'
+    assert v.edit(text, {v.POLICY: "spread"}) == text.replace('"binpack"', '"spread"')

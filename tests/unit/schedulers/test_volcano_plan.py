@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,6 +55,18 @@ def demand(*policies: PolicyDemand, deployment: bool = True) -> VolcanoDemand:
         ),
         (
             demand(policy("a"), policy("b", weight=20)),
+            CONF,
+            {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
+        ),
+        # two versions declared for one Volcano: not the oldest silently (as HAMi's part)
+        (
+            demand(policy("a"), policy("b", version="v1.15.0")),
+            CONF,
+            {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
+        ),
+        # one restarts Volcano, the other leaves it to a person: never silently Automatic
+        (
+            demand(policy("a"), policy("b", restart="Automatic")),
             CONF,
             {"a": ("stalled", "Conflict"), "b": ("stalled", "Conflict")},
         ),
@@ -209,3 +223,164 @@ def test_nvidia_and_ascend_policies_share_one_map_and_enable_both() -> None:
     assert args[v.ENABLE_VNPU] is True and args[v.ENABLE_VGPU] is True
     assert list(found.geometries) == ["nvidia", "vnpus"]
     assert found.geometries["nvidia"]["deviceSplitCount"] == 4
+
+
+def test_the_change_is_timed_by_the_servers_write_not_the_operators_clock() -> None:
+    written = {
+        "metadata": {
+            "managedFields": [
+                {"manager": "kubectl-edit", "time": "2026-12-02T05:00:00Z"},
+                {"manager": "tessera", "time": "2026-12-02T01:00:00Z"},
+                {"manager": "tessera", "time": "2026-12-02T01:00:07Z", "subresource": ""},
+            ]
+        }
+    }
+    assert r.written_at(written, "tessera") == "2026-12-02T01:00:07Z"
+    assert r.written_at({"metadata": {}}, "tessera") == ""
+
+
+def deployment(generation: int = 2, observed: int = 2, **status: int) -> dict[str, Any]:
+    counts = {"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, **status}
+    return {
+        **DEPLOYMENT,
+        "metadata": {"generation": generation},
+        "status": {"observedGeneration": observed, **counts},
+    }
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (deployment(), ""),  # complete
+        (deployment(observed=1), "has not seen the latest spec"),
+        (deployment(availableReplicas=0), "rollout not complete"),  # new pod not ready
+        (deployment(updatedReplicas=0), "rollout not complete"),
+        (deployment(replicas=2), "rollout not complete"),  # an old pod still there
+    ],
+)
+def test_rollout_complete_only_when_every_replica_is_updated_and_available(
+    given: dict[str, Any], why: str
+) -> None:
+    found = r.rollout_incomplete(given)
+    assert (why in found) if why else found == ""
+
+
+def test_a_newer_pod_that_is_not_available_is_still_pending() -> None:
+    new = [pod("new", "2026-12-02T01:00:05Z")]
+    assert r.pending(deployment(), new, CHANGE) == ""
+    assert "rollout not complete" in r.pending(deployment(availableReplicas=0), new, CHANGE)
+    old = [pod("old", "2026-12-02T00:59:00Z")]
+    assert "pods old started before it" in r.pending(deployment(), old, CHANGE)
+
+
+LEGACY = CONF.replace(
+    "  - name: predicates  # keep\n",
+    "  - name: predicates  # keep\n  - name: deviceshare\n    arguments:\n"
+    "      deviceshare.GPUSharingEnable: true\n",
+)
+
+
+def gpu(name: str = "gpu") -> PolicyDemand:
+    spec = SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": 10}})
+    core = HamiCore.model_validate({"deviceSplitCount": 4})
+    found = {"volcano": Detected(Version(1, 16, 0), "image")}
+    return PolicyDemand(name, spec, (), False, core, found)
+
+
+@pytest.mark.parametrize(
+    ("given", "conf", "says"),
+    [
+        # VGPUEnable with the legacy GPU sharing mode: Volcano exits at start
+        (demand(gpu()), LEGACY, "GPUSharingEnable: true"),
+        (demand(gpu()), LEGACY.replace("GPUSharing", "GPUNumber"), "GPUNumberEnable: true"),
+        # Volcano too old to read the arguments Tessera writes
+        (demand(policy(version="v1.13.0")), CONF, "AscendHAMiVNPUEnable"),
+        (demand(policy(version="v1.11.0")), CONF, "KnownGeometriesCM*"),
+    ],
+)
+def test_fatal_or_ignored_arguments_are_a_trap_and_nothing_is_written(
+    given: VolcanoDemand, conf: str, says: str
+) -> None:
+    found = vp.plan(given, conf, {"310P3": ENTRY}, {})
+    (verdict,) = found.verdicts.values()
+    assert (verdict.state, verdict.reason) == ("stalled", "SchedulerTrap")
+    assert says in verdict.message
+    assert found.conf is None and found.geometries is None  # no write: no change, no restart
+
+
+def test_legacy_gpu_mode_without_vgpu_and_volcano_1_14_are_fine() -> None:
+    assert vp.plan(demand(policy()), LEGACY, {"310P3": ENTRY}, {}).conf is not None
+    plan = vp.plan(demand(policy(version="v1.14.0")), CONF, {"310P3": ENTRY}, {})
+    assert plan.verdicts["npu"].state == "ready"
+
+
+@pytest.mark.parametrize(
+    ("kept", "weight", "warned"),
+    [
+        (None, None, True),  # no weight anywhere: device scoring skipped
+        ("10", None, False),  # the conf's own weight, kept by Tessera: no warning
+        ("0", None, True),
+        ("10", 0, True),  # the policy's 0 replaces the conf's 10
+    ],
+)
+def test_the_weight_trap_reads_the_weight_volcano_will_have(
+    kept: str | None, weight: int | None, warned: bool
+) -> None:
+    arguments = f"  - name: deviceshare\n    arguments:\n      deviceshare.ScheduleWeight: {kept}\n"
+    conf = CONF + arguments if kept is not None else CONF
+    spec = SchedulerSpec.model_validate({"name": "Volcano", "volcano": {"weight": weight}})
+    found = {"volcano": Detected(Version(1, 16, 0), "image")}
+    one = PolicyDemand("npu", spec, ("310P3",), False, None, found, ascend=True)
+    plan = vp.plan(demand(one), conf, {"310P3": ENTRY}, {})
+    assert any("ScheduleWeight" in w for w in plan.warnings["npu"]) is warned
+
+
+UPSTREAM = Path(__file__).parents[2] / "data" / "volcano"
+
+
+@pytest.mark.parametrize(
+    "example", ["vgpu.conf", "hami-vnpu.conf", "mindcluster.conf", "no-deviceshare.conf"]
+)
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_written_then_given_back_is_the_conf_byte_for_byte(example: str, newline: str) -> None:
+    """The release round trip: Tessera's plugin entry goes again (no null ``arguments:``),
+    quoted values stay quoted, a CRLF file keeps CRLF lines."""
+    before = (UPSTREAM / example).read_text().replace("\n", newline)
+    before = before.replace("SchedulePolicy: binpack", 'SchedulePolicy: "binpack"')
+    written = vp.plan(demand(policy(policy="spread")), before, {"310P3": ENTRY}, {})
+    assert written.conf is not None and written.conf != before
+    assert all(line.endswith("\r") for line in written.conf.split("\n")[:-1]) is (newline != "\n")
+    previous = json.loads(json.dumps(dict(written.previous)))
+    released = vp.plan(VolcanoDemand(KEY, ()), written.conf, {}, previous)
+    assert released.conf == before
+
+
+def test_an_argument_no_policy_sets_any_more_goes_back_and_a_persons_stays() -> None:
+    with_vgpu = CONF + "  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n"
+    kept = vp.plan(demand(policy()), with_vgpu, {"310P3": ENTRY}, {})
+    assert kept.conf is not None and v.arguments(kept.conf)[v.ENABLE_VGPU] is True
+    # Tessera had turned VGPUEnable on (it was absent); the NVIDIA policy went
+    previous = {v.ENABLE_VGPU: None}
+    back = vp.plan(demand(policy()), with_vgpu, {"310P3": ENTRY}, previous)
+    assert back.conf is not None and v.ENABLE_VGPU not in v.arguments(back.conf)
+    assert v.ENABLE_VGPU not in back.previous
+
+
+def test_two_confs_in_one_namespace_would_share_the_map_so_both_conflict() -> None:
+    other = ObjectKey("volcano-system", "volcano-scheduler-configmap-2")
+    demands = {
+        KEY: demand(policy("a")),
+        other: VolcanoDemand(other, (policy("b"),), {DEPLOY: {"spec": {}}}),
+        ObjectKey("elsewhere", "volcano-scheduler-configmap"): VolcanoDemand(
+            ObjectKey("elsewhere", "volcano-scheduler-configmap"), (policy("c"),), {}
+        ),
+        ObjectKey("volcano-system", "released"): VolcanoDemand(
+            ObjectKey("volcano-system", "released"), ()
+        ),
+    }
+    found = vp.one_map_per_namespace(demands)
+    assert {n: (x.state, x.reason) for n, x in found.items()} == {
+        "a": ("stalled", "Conflict"),
+        "b": ("stalled", "Conflict"),
+    }
+    assert "volcano-system/tessera-volcano-device-config" in found["a"].message
