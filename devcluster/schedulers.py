@@ -32,6 +32,7 @@ from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
 
 from . import fleet
+from .scheduler_texts import HAMI_DEVICE_CONFIG, VOLCANO_CONF
 from .scheduling import KWOK_ANNOTATION
 
 SYSTEM_NODE = "sim-system"
@@ -46,70 +47,6 @@ KUBE_SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.34.4"
 VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_CONFIGMAP, VOLCANO_DEPLOYMENT = "volcano-scheduler-configmap", "volcano-scheduler"
 VOLCANO_VERSION, VOLCANO_IMAGE = "v1.16.0", "volcanosh/vc-scheduler"
-
-# The chart's device-config.yaml, v2.10 shape (hami_ascend.md §1.6), trimmed to one MIG model.
-HAMI_DEVICE_CONFIG = """\
-nvidia:
-  resourceCountName: nvidia.com/gpu
-  resourceMemoryName: nvidia.com/gpumem
-  resourceMemoryPercentageName: nvidia.com/gpumem-percentage
-  resourceCoreName: nvidia.com/gpucores
-  resourcePriorityName: nvidia.com/priority
-  overwriteEnv: false
-  defaultMemory: 0
-  defaultCores: 0
-  defaultGPUNum: 1
-  preConfiguredDeviceMemory: 0
-  memoryFactor: 1
-  deviceSplitCount: 10
-  deviceMemoryScaling: 1
-  deviceCoreScaling: 1
-  enableNumaTopology: false
-  gpuCorePolicy: default
-  libCudaLogLevel: 1
-  runtimeClassName: ""
-  migProfileAllowlist:
-  - models: [ "A100-SXM4-40GB", "A100-40GB-PCIe", "A100-PCIE-40GB" ]
-    profiles: [ "1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb" ]
-vnpus:
-  hamiVnpuCore: false
-  configs:
-  - chipName: 310P3
-    commonWord: Ascend310P
-    resourceName: huawei.com/Ascend310P
-    resourceMemoryName: huawei.com/Ascend310P-memory
-    resourceCoreName: huawei.com/Ascend310P-core
-    memoryAllocatable: 21527
-    memoryCapacity: 24576
-    memoryFactor: 1
-    aiCore: 8
-    aiCPU: 7
-    runtimeClassName: ""
-    overwriteEnv: false
-    templates:
-      - {name: vir01, memory: 3072,  aiCore: 1, aiCPU: 1}
-      - {name: vir02, memory: 6144,  aiCore: 2, aiCPU: 2}
-      - {name: vir04, memory: 12288, aiCore: 4, aiCPU: 4}
-"""
-
-# In the style of the Volcano chart's default scheduler conf: no deviceshare plugin yet.
-VOLCANO_CONF = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
 
 
 def system_node(kube: Kube) -> str:

@@ -42,6 +42,12 @@ def create_policy(kube: Kube, name: str, pool: str, backend: str, **spec: Any) -
     kube.create(SP, SharingPolicyWrapper(name).pool(pool).backend(backend).spec(**spec).obj())
 
 
+def create_ascend_policy(kube: Kube, name: str, pool: str, ascend: Any, **spec: Any) -> None:
+    """An Exclusive policy with an ``ascend`` section, rolled out one node at a time."""
+    rollout = {"maxUnavailable": 1}
+    create_policy(kube, name, pool, "Exclusive", ascend=ascend, **spec, rollout=rollout)
+
+
 def policy(kube: Kube, name: str) -> Obj | None:
     return kube.get_or_none(f"{SP}/{name}")
 

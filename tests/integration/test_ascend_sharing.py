@@ -44,6 +44,7 @@ from .conftest import OperatorProcess
 from .helpers import app_pods, condition, eventually, namespace, nodes_of, running, wait_running
 from .sharing_support import (
     SP,
+    create_ascend_policy,
     delete_policy,
     event_with,
     label,
@@ -86,21 +87,6 @@ def _advertised_by_hami(kube: Kube, name: str) -> tuple[int, int, str]:
     cards = json.loads(notes.get(REGISTER, "[]"))
     alloc = int((obj.get("status") or {}).get("allocatable", {}).get(NPU, "0"))
     return len(cards), alloc, notes.get(c.HAMI_VNPU_CORE_ANNOTATION, "")
-
-
-def _create_policy(kube: Kube, name: str, pool: str, ascend: dict[str, Any]) -> None:
-    body = {
-        "apiVersion": "tessera.io/v1alpha1",
-        "kind": "SharingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
-            "backend": "Exclusive",
-            "ascend": ascend,
-            "rollout": {"maxUnavailable": 1},
-        },
-    }
-    kube.create(SP, body)
 
 
 def _config_map(kube: Kube) -> Obj | None:
@@ -163,7 +149,7 @@ def test_soft_slicing_writes_only_tesseras_fields_and_a_converged_policy_writes_
     human = {"name": "asc-sp-human", "hami-vnpu-core": False, "filterDevices": filters}
     _seed(kube, [human, {"name": names[0], "filterDevices": filters}])
 
-    _create_policy(kube, "asc-sp-a", "asc-sp-a", {"softSlicing": True, "vDeviceCount": 4})
+    create_ascend_policy(kube, "asc-sp-a", "asc-sp-a", {"softSlicing": True, "vDeviceCount": 4})
     obj = wait_ready(kube, "asc-sp-a")
 
     entries = _entries(kube)
@@ -355,7 +341,7 @@ def test_slot_count_changes_in_place_and_turning_soft_slicing_off_drains_node_by
     kube: Kube,
 ) -> None:
     names = _ascend_nodes(kube, "asc-sp-b", 2)
-    _create_policy(kube, "asc-sp-b", "asc-sp-b", {"softSlicing": True, "vDeviceCount": 4})
+    create_ascend_policy(kube, "asc-sp-b", "asc-sp-b", {"softSlicing": True, "vDeviceCount": 4})
     wait_ready(kube, "asc-sp-b")
     # one replica on each node, under a PDB that allows no disruption yet
     pods = _serving(kube, "asc-sp-b", "asc-sp-b", len(names), budget=len(names))
@@ -422,7 +408,7 @@ def test_deletion_removes_only_tesseras_fields_and_a_new_policy_drains_again(
     human = {"name": "asc-sp-c-human", "hami-vnpu-core": True, "vDeviceCount": 3}
     _seed(kube, [human, {"name": names[0], "filterDevices": filters}])
     soft = {"softSlicing": True, "vDeviceCount": 4}
-    _create_policy(kube, "asc-sp-c", "asc-sp-c", soft)
+    create_ascend_policy(kube, "asc-sp-c", "asc-sp-c", soft)
     wait_ready(kube, "asc-sp-c")
     kube.patch(f"{SP}/asc-sp-c", {"spec": {"ascend": {"softSlicing": False}}})
     wait_ready(kube, "asc-sp-c", 60)
@@ -443,7 +429,7 @@ def test_deletion_removes_only_tesseras_fields_and_a_new_policy_drains_again(
         assert left == set(), f"{n} keeps {left}"  # nothing the rollout marked it with
 
     # the released nodes are new to a new policy: first config in place, and the flip drains
-    _create_policy(kube, "asc-sp-c", "asc-sp-c", soft)
+    create_ascend_policy(kube, "asc-sp-c", "asc-sp-c", soft)
     wait_ready(kube, "asc-sp-c")
     with Timeline(kube, names) as seen:
         kube.patch(f"{SP}/asc-sp-c", {"spec": {"ascend": {"softSlicing": False}}})
@@ -463,7 +449,7 @@ def test_turning_soft_slicing_on_drains_and_verifies_the_allocatable_hami_advert
     kube: Kube,
 ) -> None:
     names = _ascend_nodes(kube, "asc-sp-d", 2)
-    _create_policy(kube, "asc-sp-d", "asc-sp-d", {"softSlicing": False})
+    create_ascend_policy(kube, "asc-sp-d", "asc-sp-d", {"softSlicing": False})
     obj = wait_ready(kube, "asc-sp-d")
     assert obj["status"]["advertised"] == {}  # template slicing: not predicted
     eventually(  # HAMi's default: 21527 MB / 3072 MB = 7 slots per card, 2 cards

@@ -32,6 +32,7 @@ from .conftest import OperatorProcess
 from .helpers import condition, eventually, namespace
 from .sharing_support import (
     SP,
+    create_ascend_policy,
     create_policy,
     delete_policy,
     event_with,
@@ -166,19 +167,8 @@ def _nodes(kube: Kube, pool: str, count: int = 1) -> list[str]:
 
 def _policy(kube: Kube, name: str, pool: str, soft: bool, **scheduler: Any) -> None:
     """An Ascend policy (soft slicing on or off) naming HAMi's scheduler."""
-    body = {
-        "apiVersion": "tessera.io/v1alpha1",
-        "kind": "SharingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
-            "backend": "Exclusive",
-            "ascend": {"softSlicing": soft, "vDeviceCount": 4},
-            "scheduler": {"name": "HAMi", **scheduler},
-            "rollout": {"maxUnavailable": 1},
-        },
-    }
-    kube.create(SP, body)
+    ascend = {"softSlicing": soft, "vDeviceCount": 4}
+    create_ascend_policy(kube, name, pool, ascend, scheduler={"name": "HAMi", **scheduler})
 
 
 def _reason(kube: Kube, name: str, kind: str = "Stalled") -> str | None:

@@ -32,7 +32,7 @@ from tessera.api import constants as c
 
 from .conftest import Kubectl, OperatorProcess
 from .helpers import condition, eventually, namespace
-from .sharing_support import SP, delete_policy, policy, wait_ready
+from .sharing_support import create_ascend_policy, delete_policy, policy, wait_ready
 
 KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
 NS = c.HAMI_NAMESPACE
@@ -70,19 +70,8 @@ def _nodes(kube: Kube, pool: str) -> None:
 
 def _policy(kube: Kube, name: str, pool: str, **hami: Any) -> None:
     scheduler: dict[str, Any] = {"name": "HAMi", **({"hami": hami} if hami else {})}
-    body = {
-        "apiVersion": "tessera.io/v1alpha1",
-        "kind": "SharingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}},
-            "backend": "Exclusive",
-            "ascend": {"softSlicing": True, "vDeviceCount": 4},
-            "scheduler": scheduler,
-            "rollout": {"maxUnavailable": 1},
-        },
-    }
-    kube.create(SP, body)
+    ascend = {"softSlicing": True, "vDeviceCount": 4}
+    create_ascend_policy(kube, name, pool, ascend, scheduler=scheduler)
 
 
 def _said(kube: Kube, name: str, kind: str, reason: str) -> str | None:

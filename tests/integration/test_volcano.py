@@ -29,6 +29,7 @@ import yaml
 from builders import DeploymentWrapper
 from devcluster import fleet, hami_ascend
 from devcluster.controlplane import ControlPlane
+from devcluster.scheduler_texts import HAMI_VNPUS_CONFIG
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
@@ -63,27 +64,6 @@ configurations:
 - name: init-params
   arguments: {"grace-over-time":"900","presetVirtualDevice":"false"}
 """
-HAMI_DEVICE = """\
-vnpus:
-  hamiVnpuCore: false
-  configs:
-  - chipName: 310P3
-    commonWord: Ascend310P
-    resourceName: huawei.com/Ascend310P
-    resourceMemoryName: huawei.com/Ascend310P-memory
-    resourceCoreName: huawei.com/Ascend310P-core
-    memoryAllocatable: 21527
-    memoryCapacity: 24576
-    memoryFactor: 1
-    aiCore: 8
-    aiCPU: 7
-    runtimeClassName: ""
-    overwriteEnv: false
-    templates:
-      - {name: vir01, memory: 3072,  aiCore: 1, aiCPU: 1}
-      - {name: vir02, memory: 6144,  aiCore: 2, aiCPU: 2}
-      - {name: vir04, memory: 12288, aiCore: 4, aiCPU: 4}
-"""
 SCHEDULER = "volcano-scheduler"
 VOLCANO_CM = "volcano-scheduler-configmap"
 GEOMETRIES = "tessera-volcano-device-config"
@@ -94,7 +74,7 @@ HAMI = ("kube-system", "hami-scheduler-device")
 def hami(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
     """HAMi installed: its scheduler's device config and Deployment, its Ascend plugin."""
     made = [
-        _create(kube, _configmap(*HAMI, c.HAMI_SCHEDULER_CONFIGMAP_KEY, HAMI_DEVICE)),
+        _create(kube, _configmap(*HAMI, c.HAMI_SCHEDULER_CONFIGMAP_KEY, HAMI_VNPUS_CONFIG)),
         _create(kube, _deployment("kube-system", "hami-scheduler", "projecthami/hami:v2.10.0")),
     ]
     plugin = hami_ascend.HamiAscendPlugin(kube).start()

@@ -7,30 +7,15 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.scheduler_texts import HAMI_VNPUS_CONFIG
 from tessera.domain.geometry.ascend import chips
 from tessera.domain.schedulers import vnpus
 from tessera.domain.schedulers.versions import Version
 
 V2_10, V2_9, V2_8, V2_7 = Version(2, 10), Version(2, 9), Version(2, 8), Version(2, 7)
-# the 310P3 entry of HAMi v2.10's chart (docs/facts/hami.md §HAMi's scheduler device config)
-REFERENCE_310P3 = yaml.safe_load("""
-chipName: 310P3
-commonWord: Ascend310P
-resourceName: huawei.com/Ascend310P
-resourceMemoryName: huawei.com/Ascend310P-memory
-resourceCoreName: huawei.com/Ascend310P-core
-memoryAllocatable: 21527
-memoryCapacity: 24576
-memoryFactor: 1
-aiCore: 8
-aiCPU: 7
-runtimeClassName: ""
-overwriteEnv: false
-templates:
-  - {name: vir01, memory: 3072,  aiCore: 1, aiCPU: 1}
-  - {name: vir02, memory: 6144,  aiCore: 2, aiCPU: 2}
-  - {name: vir04, memory: 12288, aiCore: 4, aiCPU: 4}
-""")
+# the 310P3 entry of HAMi v2.10's chart (docs/facts/hami.md §HAMi's scheduler device config),
+# as the stand-in HAMi install writes it
+REFERENCE_310P3 = yaml.safe_load(HAMI_VNPUS_CONFIG)["vnpus"]["configs"][0]
 
 
 @pytest.mark.parametrize(
