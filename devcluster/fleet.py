@@ -137,6 +137,23 @@ def schedulable(node: Mapping[str, Any]) -> bool:
     return ready and not any(t.get("key") == NOT_READY_TAINT for t in taints)
 
 
+def patch_node(
+    kube: Kube,
+    name: str,
+    labels: Mapping[str, str | None],
+    annotations: Mapping[str, str | None] | None = None,
+) -> None:
+    """Set (``None``: remove) labels and annotations of node ``name``; a node gone is no error."""
+    meta: dict[str, Any] = {"labels": dict(labels)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    try:
+        kube.patch(path_of("v1", "nodes", name), {"metadata": meta})
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
 def publish_devices(
     kube: Kube, node: Mapping[str, Any], prefix: str, devices: Mapping[str, int]
 ) -> None:

@@ -118,7 +118,7 @@ class GpuNodeAgents:
                 )
                 worker.start()
             elif state != "pending":
-                self._label(name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
+                fleet.patch_node(self.kube, name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
             return
         plugin_key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
         if plugin_key != ann.get(APPLIED_PLUGIN, ""):
@@ -136,7 +136,7 @@ class GpuNodeAgents:
         deadline = time.monotonic() + self.delay
         if state != "pending":
             try:
-                self._label(name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
+                fleet.patch_node(self.kube, name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
             except ApiError as err:  # the API server is away: the re-list hands the node back
                 log.info("sim MIG manager: %s: %s; retrying on the next event", name, err)
                 with self._lock:
@@ -152,16 +152,19 @@ class GpuNodeAgents:
                 return  # the label moved on while we "reconfigured"
             injected = node["metadata"].get("annotations", {}).get(FAIL)
             if injected == "once":
-                self._label(name, {}, {FAIL: None})
+                fleet.patch_node(self.kube, name, {}, {FAIL: None})
             if injected in ("true", "once") or (
                 injected and injected.startswith("except:") and injected != f"except:{wanted}"
             ):
                 raise MigError("injected failure")
             self._advertised(node, self._mig_entries(wanted))  # fails like mig-parted does
-            self._label(name, {c.MIG_CONFIG_STATE_LABEL: "success"}, {APPLIED_MIG: wanted})
+            fleet.patch_node(
+                self.kube, name, {c.MIG_CONFIG_STATE_LABEL: "success"}, {APPLIED_MIG: wanted}
+            )
             self._refresh(name)
         except (MigError, hardware.UnknownHardwareError) as err:
-            self._label(
+            fleet.patch_node(
+                self.kube,
                 name,
                 {c.MIG_CONFIG_STATE_LABEL: "failed"},
                 {APPLIED_MIG: wanted, "sim.tessera.io/mig-error": str(err)},
@@ -194,11 +197,12 @@ class GpuNodeAgents:
         key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
         config, error = self._plugin_config(key)
         if error:
-            self._label(name, {}, {PLUGIN_ERROR: error, APPLIED_PLUGIN: key})
+            fleet.patch_node(self.kube, name, {}, {PLUGIN_ERROR: error, APPLIED_PLUGIN: key})
             return
         resources, replicas, sharing = shared_resources(base, config)
         fleet.publish_devices(self.kube, node, "nvidia.com/", resources)
-        self._label(
+        fleet.patch_node(
+            self.kube,
             name,
             {c.GPU_REPLICAS_LABEL: str(replicas), c.GPU_SHARING_STRATEGY_LABEL: sharing},
             {APPLIED_PLUGIN: key, PLUGIN_ERROR: None},
@@ -237,18 +241,3 @@ class GpuNodeAgents:
             return None, f"config-manager: no config named {key!r} in the device-plugin ConfigMap"
         loaded: Mapping[str, Any] = yaml.safe_load(data[key]) or {}
         return loaded, ""
-
-    def _label(
-        self,
-        name: str,
-        labels: Mapping[str, str | None],
-        annotations: Mapping[str, str | None] | None = None,
-    ) -> None:
-        meta: dict[str, Any] = {"labels": dict(labels)}
-        if annotations:
-            meta["annotations"] = dict(annotations)
-        try:
-            self.kube.patch(path_of("v1", "nodes", name), {"metadata": meta})
-        except ApiError as err:
-            if not err.not_found:
-                raise

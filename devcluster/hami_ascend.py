@@ -35,18 +35,17 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
 from . import fleet, hami_config, hardware
+from .hami_plugin import HamiPlugin
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -113,67 +112,27 @@ def node_entries(cm: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
 
 
-class HamiAscendPlugin:
+class HamiAscendPlugin(HamiPlugin):
     """ADP on every ``ascend=on`` node, level-triggered from two informers."""
 
     def __init__(self, kube: Kube) -> None:
-        self.kube = kube
-        self._nodes: dict[str, Obj] = {}
+        super().__init__(kube, "hami-ascend")
         self._entries: list[Mapping[str, Any]] = []
         self._device_map: Obj | None = None
-        self._config_read = threading.Event()
-        self._lock = threading.Lock()  # one node written at a time, from the latest config
-        self.informers = [
-            Informer(
-                kube,
-                path_of("v1", "configmaps", namespace=c.HAMI_NAMESPACE),
-                self._on_config,
-                name="sim-hami-ascend-config",
-                on_synced=self._config_synced,
-            ),
-            Informer(kube, "/api/v1/nodes", self._on_node, name="sim-hami-ascend-nodes"),
-        ]
 
-    def start(self) -> HamiAscendPlugin:
-        for informer in self.informers:
-            informer.start()
-        return self
-
-    def stop(self) -> None:
-        for informer in self.informers:
-            informer.stop()
-
-    def _config_synced(self) -> None:
-        self._config_read.set()  # no plugin publishes before it has read its config
-        self._sync_all()
-
-    def _on_config(self, kind: str, cm: Obj) -> None:
+    def _take_config(self, kind: str, cm: Obj) -> bool:
         name = cm["metadata"]["name"]
-        with self._lock:
-            if name == c.HAMI_ASCEND_CONFIGMAP_NAME:
-                self._entries = [] if kind == "DELETED" else node_entries(cm)
-            elif name == hami_config.NAME:
-                self._device_map = None if kind == "DELETED" else cm
-            else:
-                return
-        if self._config_read.is_set():
-            self._sync_all()
+        if name == c.HAMI_ASCEND_CONFIGMAP_NAME:
+            self._entries = [] if kind == "DELETED" else node_entries(cm)
+        elif name == hami_config.NAME:
+            self._device_map = None if kind == "DELETED" else cm
+        else:
+            return False
+        return True
 
-    def _on_node(self, kind: str, node: Obj) -> None:
-        name, labels = node["metadata"]["name"], node["metadata"].get("labels") or {}
+    def _runs_on(self, labels: Mapping[str, Any]) -> bool:
         runs = labels.get(c.HAMI_ASCEND_NODE_LABEL) == c.HAMI_ASCEND_NODE_VALUE
-        with self._lock:
-            if kind == "DELETED" or not runs or c.NPU_CHIP_NAME_LABEL not in labels:
-                self._nodes.pop(name, None)
-                return
-            self._nodes[name] = node
-            if self._config_read.is_set():
-                self._sync(node)
-
-    def _sync_all(self) -> None:
-        with self._lock:
-            for node in list(self._nodes.values()):
-                self._sync(node)
+        return runs and c.NPU_CHIP_NAME_LABEL in labels
 
     def _sync(self, node: Obj) -> None:
         meta = node["metadata"]

@@ -39,17 +39,16 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
 from . import dradevices, fleet, hami_config, hardware
+from .hami_plugin import HamiPlugin
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -179,66 +178,25 @@ def pool(name: str, count: int, gpus: int = 4, product: str = "NVIDIA-A10") -> l
     return out
 
 
-class HamiNvidiaPlugin:
+class HamiNvidiaPlugin(HamiPlugin):
     """HAMi's NVIDIA device plugin on every ``gpu=on`` node, level-triggered from two informers."""
 
     def __init__(self, kube: Kube) -> None:
-        self.kube = kube
-        self._nodes: dict[str, Obj] = {}
+        super().__init__(kube, "hami-nvidia")
         self._maps: dict[str, Obj] = {}
-        self._read = threading.Event()
-        self._lock = threading.Lock()  # one node written at a time, from the latest configs
-        self.informers = [
-            Informer(
-                kube,
-                path_of("v1", "configmaps", namespace=c.HAMI_NAMESPACE),
-                self._on_config,
-                name="sim-hami-nvidia-config",
-                on_synced=self._synced,
-            ),
-            Informer(kube, "/api/v1/nodes", self._on_node, name="sim-hami-nvidia-nodes"),
-        ]
 
-    def start(self) -> HamiNvidiaPlugin:
-        for informer in self.informers:
-            informer.start()
-        return self
-
-    def stop(self) -> None:
-        for informer in self.informers:
-            informer.stop()
-
-    def _synced(self) -> None:
-        self._read.set()  # no plugin registers before it has read its configs
-        self._sync_all()
-
-    def _on_config(self, kind: str, cm: Obj) -> None:
+    def _take_config(self, kind: str, cm: Obj) -> bool:
         name = cm["metadata"]["name"]
         if name not in (hami_config.NAME, c.HAMI_NVIDIA_CONFIGMAP_NAME):
-            return
-        with self._lock:
-            if kind == "DELETED":
-                self._maps.pop(name, None)
-            else:
-                self._maps[name] = cm
-        if self._read.is_set():
-            self._sync_all()
+            return False
+        if kind == "DELETED":
+            self._maps.pop(name, None)
+        else:
+            self._maps[name] = cm
+        return True
 
-    def _on_node(self, kind: str, node: Obj) -> None:
-        name, labels = node["metadata"]["name"], node["metadata"].get("labels") or {}
-        runs = labels.get(NODE_LABEL) == NODE_VALUE and c.GPU_PRODUCT_LABEL in labels
-        with self._lock:
-            if kind == "DELETED" or not runs:
-                self._nodes.pop(name, None)
-                return
-            self._nodes[name] = node
-            if self._read.is_set():
-                self._sync(node)
-
-    def _sync_all(self) -> None:
-        with self._lock:
-            for node in list(self._nodes.values()):
-                self._sync(node)
+    def _runs_on(self, labels: Mapping[str, Any]) -> bool:
+        return labels.get(NODE_LABEL) == NODE_VALUE and c.GPU_PRODUCT_LABEL in labels
 
     def _sync(self, node: Obj) -> None:
         meta = node["metadata"]

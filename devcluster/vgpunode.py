@@ -180,7 +180,7 @@ class VgpuNodeAgents:
             for k in OPERANDS
             if node["metadata"]["labels"].get(k) not in (None, "", "false")
         }
-        self._patch(name, {c.VGPU_CONFIG_STATE_LABEL: "pending", **paused})
+        fleet.patch_node(self.kube, name, {c.VGPU_CONFIG_STATE_LABEL: "pending", **paused})
         if ann.get(STUCK) == "true":
             return
         self.informer.stopped.wait(self.delay)  # the simulated reconfiguration
@@ -190,13 +190,17 @@ class VgpuNodeAgents:
         )
         after, error = vgpumanager.apply(board, gpus, specs, fail_on=0 if fail else None)
         hardware = {DEVICES: json.dumps(after), **({FAIL: None} if injected == "once" else {})}
-        self._patch(name, dict.fromkeys(paused, "true"), hardware)  # deferred: operands back
+        fleet.patch_node(
+            self.kube, name, dict.fromkeys(paused, "true"), hardware
+        )  # deferred: operands back
         self._verdict(name, selected, error and f"unable to apply config '{selected}': {error}")
 
     def _verdict(self, name: str, selected: str, error: str | None) -> None:
         state = "failed" if error else "success"
         log.info("sim vGPU device manager: %s: %s -> %s %s", name, selected, state, error or "")
-        self._patch(name, {c.VGPU_CONFIG_STATE_LABEL: state}, {APPLIED: selected, ERROR: error})
+        fleet.patch_node(
+            self.kube, name, {c.VGPU_CONFIG_STATE_LABEL: state}, {APPLIED: selected, ERROR: error}
+        )
 
     def _config_text(self) -> str:
         path = path_of("v1", "configmaps", self.names.name, self.names.namespace)
@@ -226,18 +230,3 @@ class VgpuNodeAgents:
             except ApiError as err:
                 if not err.not_found:
                     raise
-
-    def _patch(
-        self,
-        name: str,
-        labels: Mapping[str, str | None],
-        annotations: Mapping[str, str | None] | None = None,
-    ) -> None:
-        meta: dict[str, Any] = {"labels": dict(labels)}
-        if annotations:
-            meta["annotations"] = dict(annotations)
-        try:
-            self.kube.patch(path_of("v1", "nodes", name), {"metadata": meta})
-        except ApiError as err:
-            if not err.not_found:
-                raise
