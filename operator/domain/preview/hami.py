@@ -27,7 +27,7 @@ from tessera.domain.sharing.planning import SharingPlan
 
 from .model import Cluster, Raw
 from .results import unified
-from .schedulers import SchedulerPreviews
+from .schedulers import SchedulerPreviews, find_deployment
 from .sharing import policies as sharing_policies
 
 KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
@@ -105,7 +105,7 @@ def _absent(before: Cluster, key: ObjectKey, d: PolicyDemand, cm: Raw | None) ->
     if cm is None:
         return f"ConfigMap {key} (HAMi's device config) does not exist; nothing created"
     where = ObjectKey.of(d.scheduler.hami.deployment)
-    if d.scheduler.name == "HAMi" and _deployment(before, where) is None:
+    if d.scheduler.name == "HAMi" and find_deployment(before, where) is None:
         return f"HAMi's scheduler Deployment {where} does not exist; nothing written to {key}"
     return ""
 
@@ -115,7 +115,7 @@ def _hami_notes(before: Cluster, d: PolicyDemand, changed: bool) -> Iterable[str
     if d.scheduler.name != "HAMi":
         return
     key = ObjectKey.of(d.scheduler.hami.deployment)
-    deployment = _deployment(before, key)
+    deployment = find_deployment(before, key)
     if deployment is not None and d.chips and not hami_restart.ascend_enabled(deployment):
         yield f"{TRAP}: {hami_restart.ascend_trap(key, d.chips)}"
     if changed:
@@ -126,14 +126,6 @@ def _hami_notes(before: Cluster, d: PolicyDemand, changed: bool) -> Iterable[str
         )
 
 
-def _deployment(cluster: Cluster, key: ObjectKey) -> Raw | None:
-    for d in cluster.deployments:
-        meta = d["metadata"]
-        if meta.get("namespace") == key.namespace and meta["name"] == key.name:
-            return d
-    return None
-
-
 def _versions(
     cluster: Cluster, spec: SharingPolicySpec
 ) -> tuple[dict[Component, Detected], dict[Component, str]]:
@@ -142,7 +134,7 @@ def _versions(
         return {}, {}
     key = ObjectKey.of(scheduler.hami.deployment)
     try:
-        deployment = _deployment(cluster, key)
+        deployment = find_deployment(cluster, key)
         return {"hami": detect("hami", scheduler.hami.version, deployment, str(key))}, {}
     except VersionUnknownError as err:
         return {}, {"hami": str(err)}

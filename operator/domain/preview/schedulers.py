@@ -89,7 +89,7 @@ def previews(before: Cluster, after: Cluster, plan: SharingPlan) -> SchedulerPre
     grouped_all = demands.volcano_demands(asked)
     for key, grouped in grouped_all.items():
         deploys = {ObjectKey.of(p.volcano.deployment) for p in grouped.policies}
-        named_deploys = {k: _deployment(before, k) for k in deploys}
+        named_deploys = {k: find_deployment(before, k) for k in deploys}
         out = _joined(
             out, _one(before, demands.VolcanoDemand(key, grouped.policies, named_deploys))
         )
@@ -224,7 +224,8 @@ def _restart(p: PolicyDemand, deployments: Iterable[ObjectKey]) -> str:
     return f"Volcano must be restarted to read the change: Deployment {names} (restart: Manual)"
 
 
-def _deployment(cluster: Cluster, key: ObjectKey) -> Raw | None:
+def find_deployment(cluster: Cluster, key: ObjectKey) -> Raw | None:
+    """The Deployment ``key`` in ``cluster``, or None."""
     for d in cluster.deployments:
         meta = d["metadata"]
         if meta.get("namespace") == key.namespace and meta["name"] == key.name:
@@ -247,7 +248,7 @@ def _versions(
     for component, declared, ref in asked:
         key = ObjectKey.of(ref)
         try:
-            found[component] = detect(component, declared, _deployment(cluster, key), str(key))
+            found[component] = detect(component, declared, find_deployment(cluster, key), str(key))
         except VersionUnknownError as err:
             unknown[component] = str(err)
     return found, unknown
