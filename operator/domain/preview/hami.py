@@ -27,7 +27,7 @@ from tessera.domain.sharing.planning import SharingPlan
 
 from .model import Cluster, Raw
 from .results import unified
-from .schedulers import SchedulerPreviews, find_deployment
+from .schedulers import SchedulerPreviews, find_deployment, governed_labels
 from .sharing import policies as sharing_policies
 
 KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
@@ -46,12 +46,7 @@ def previews(before: Cluster, after: Cluster, plan_: SharingPlan) -> SchedulerPr
         scheduler = policy.spec.scheduler
         if scheduler is None:
             continue
-        governed = set(plan_.assignment.nodes_of(policy.name))
-        labels = [
-            n["metadata"].get("labels") or {}
-            for n in after.nodes
-            if n["metadata"]["name"] in governed
-        ]
+        labels = governed_labels(after, plan_, policy.name)
         found, unknown = _versions(before, policy.spec)
         asked = demands.demand(policy.name, policy.spec, scheduler, labels, found, unknown)
         grouped.setdefault(asked.hami_config, []).append(asked)

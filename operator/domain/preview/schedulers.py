@@ -77,12 +77,7 @@ def previews(before: Cluster, after: Cluster, plan: SharingPlan) -> SchedulerPre
         scheduler = policy.spec.scheduler
         if scheduler is None or scheduler.name != "Volcano":
             continue
-        governed = set(plan.assignment.nodes_of(policy.name))
-        labels = [
-            n["metadata"].get("labels") or {}
-            for n in after.nodes
-            if n["metadata"]["name"] in governed
-        ]
+        labels = governed_labels(after, plan, policy.name)
         versions, unknown = _versions(before, policy.spec)
         asked.append(demands.demand(policy.name, policy.spec, scheduler, labels, versions, unknown))
     out = SchedulerPreviews()
@@ -222,6 +217,16 @@ def _restart(p: PolicyDemand, deployments: Iterable[ObjectKey]) -> str:
     if p.volcano.restart == "Automatic":
         return f"restarts Volcano's Deployment {names} (restart: Automatic) to read the change"
     return f"Volcano must be restarted to read the change: Deployment {names} (restart: Manual)"
+
+
+def governed_labels(cluster: Cluster, plan: SharingPlan, policy: str) -> list[Raw]:
+    """The labels of the nodes ``plan`` gives ``policy``, as ``cluster`` has them."""
+    governed = set(plan.assignment.nodes_of(policy))
+    return [
+        n["metadata"].get("labels") or {}
+        for n in cluster.nodes
+        if n["metadata"]["name"] in governed
+    ]
 
 
 def find_deployment(cluster: Cluster, key: ObjectKey) -> Raw | None:
