@@ -16,13 +16,38 @@ asked for, and everything outside them is equal to what was read — else ``Conf
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from .volcano_text import Scalar, scalar
+from .volcano_text import flow as _flow
+from .volcano_text import last_end as _last_end
+from .volcano_text import line_end as _line_end
+from .volcano_text import line_start as _line_start
+from .volcano_text import newline as _newline
+
+__all__ = [
+    "CM_NAME",
+    "CM_NAMESPACE",
+    "ENABLE_VGPU",
+    "ENABLE_VNPU",
+    "OWNED",
+    "PLUGIN",
+    "POLICY",
+    "PREFIX",
+    "WEIGHT",
+    "ConfInvalid",
+    "Scalar",
+    "arguments",
+    "edit",
+    "has_plugin",
+    "remove_plugin",
+    "scalar",
+]
 
 PLUGIN = "deviceshare"
 PREFIX = "deviceshare."
@@ -33,7 +58,6 @@ WEIGHT = PREFIX + "ScheduleWeight"
 CM_NAME = PREFIX + "KnownGeometriesCMName"
 CM_NAMESPACE = PREFIX + "KnownGeometriesCMNamespace"
 OWNED = (ENABLE_VNPU, ENABLE_VGPU, POLICY, WEIGHT, CM_NAME, CM_NAMESPACE)
-Scalar = bool | int | str
 
 
 class ConfInvalid(ValueError):
@@ -138,11 +162,6 @@ def _construct(node: Node) -> Any:
     return yaml.SafeLoader("").construct_document(node)
 
 
-def _newline(text: str) -> str:
-    """The file's line ending (a CRLF file gets CRLF lines)."""
-    return "\r\n" if "\r\n" in text else "\n"
-
-
 def has_plugin(text: str) -> bool:
     """Whether the conf holds a deviceshare plugin (with or without arguments)."""
     return _locate(text).plugin is not None
@@ -157,49 +176,6 @@ def remove_plugin(text: str) -> str:
         return text
     start = _line_start(text, plugin.start_mark.index)
     return text[:start] + text[_line_end(text, _last_end(plugin)) :]
-
-
-def scalar(value: Scalar, style: str | None = None) -> str:
-    """A value as YAML text: plain when it reads back as itself, else JSON-quoted; a string
-    replacing a quoted one keeps its quotes (``style``: the node's)."""
-    if isinstance(value, str) and style == "'" and "'" not in value:
-        return f"'{value}'"
-    if isinstance(value, str) and style == '"':
-        return json.dumps(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    plain = str(value)
-    try:
-        if plain and yaml.safe_load(plain) == value and "#" not in plain and ": " not in plain:
-            return plain
-    except yaml.YAMLError:
-        pass
-    return json.dumps(value)
-
-
-def _flow(target: Mapping[str, Scalar]) -> str:
-    return "{" + ", ".join(f"{k}: {scalar(v)}" for k, v in target.items()) + "}"
-
-
-def _line_start(text: str, index: int) -> int:
-    return text.rfind("\n", 0, index) + 1
-
-
-def _line_end(text: str, index: int) -> int:
-    end = text.find("\n", index)
-    return len(text) if end < 0 else end + 1
-
-
-def _last_end(node: Node) -> int:
-    """Index just past the last scalar of ``node`` (a block collection's own end mark lies
-    at the next token, possibly lines further down)."""
-    if isinstance(node, MappingNode) and node.value and not node.flow_style:
-        return _last_end(node.value[-1][1])
-    if isinstance(node, SequenceNode) and node.value and not node.flow_style:
-        return _last_end(node.value[-1])
-    return int(node.end_mark.index)
 
 
 def _edit_plugin(
