@@ -69,12 +69,14 @@ def main() -> None:
         operator = Operator(plane).start()
         cordoned: dict[str, bool] = {}
         worst = 0
+        steps = Steps()
 
         def saw(path: str, kind: str, obj: dict[str, Any]) -> None:
             nonlocal worst
             if path == "/api/v1/nodes":
                 cordoned[obj["metadata"]["name"]] = bool(obj["spec"].get("unschedulable"))
                 worst = max(worst, sum(cordoned.values()))
+                steps.saw(obj)
 
         try:
             with WriteMeter(kube, ("/api/v1/nodes",)) as meter:
@@ -106,8 +108,52 @@ def main() -> None:
         Row("most nodes cordoned at once", str(worst), str(MAX_UNAVAILABLE), "",
             f"<= {MAX_UNAVAILABLE}", worst <= MAX_UNAVAILABLE),
         Row("node writes per node (operator + agent)", f"{writes / NODES:.1f}", "", "", "", None),
+        *steps.rows(RECONFIGURE_S),
     ]  # fmt: skip
     print(table(rows))
+
+
+class Steps:
+    """Each node's rollout as an outside watcher of Nodes sees it, step by step: when it was
+    cordoned, handed its layout, reported the layout live, and released."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple[str, str], float] = {}
+
+    def saw(self, node: dict[str, Any]) -> None:
+        name, now = node["metadata"]["name"], time.monotonic()
+        labels = node["metadata"].get("labels") or {}
+        held = bool(node["spec"].get("unschedulable"))
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        live = labels.get(c.MIG_CONFIG_STATE_LABEL) == "success" and any(
+            k.startswith("nvidia.com/mig-") and v != "0" for k, v in alloc.items()
+        )
+        for step, now_true in (
+            ("cordoned", held),
+            ("requested", labels.get(c.MIG_CONFIG_LABEL, "").startswith("tessera-roll-")),
+            ("live", live and (name, "requested") in self.first),
+            ("released", not held and (name, "live") in self.first),
+        ):
+            if now_true:
+                self.first.setdefault((name, step), now)
+
+    def rows(self, reconfigure: float) -> list[Row]:
+        def median(a: str, b: str) -> float:
+            spans = sorted(
+                self.first[(n, b)] - self.first[(n, a)]
+                for (n, step) in self.first
+                if step == a and (n, b) in self.first
+            )
+            return spans[len(spans) // 2] if spans else float("nan")
+
+        return [
+            Row("…per node, cordon -> layout requested (operator), median s",
+                f"{median('cordoned', 'requested'):.2f}", "0", "", "", None),
+            Row("…layout requested -> live: state success + MIG devices (agent), median s",
+                f"{median('requested', 'live'):.2f}", f"{reconfigure:.0f}", "", "", None),
+            Row("…live -> uncordoned (operator), median s",
+                f"{median('live', 'released'):.2f}", "0", "", "", None),
+        ]  # fmt: skip
 
 
 if __name__ == "__main__":

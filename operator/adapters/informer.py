@@ -42,9 +42,14 @@ class Informer(threading.Thread):
         self.stopped = threading.Event()
         self.synced = threading.Event()  # the first list completed
         self.following = threading.Event()  # listed, and no error since: no change is missed
+        self._relist = threading.Event()
 
     def stop(self) -> None:
         self.stopped.set()
+
+    def relist(self) -> None:
+        """List again soon: at the next event, or when the current watch ends (30 s at most)."""
+        self._relist.set()
 
     def run(self) -> None:
         while not self.stopped.is_set():
@@ -60,6 +65,7 @@ class Informer(threading.Thread):
             self.stopped.wait(0.5)  # back-off before re-listing after an error
 
     def _list_and_watch(self) -> None:
+        self._relist.clear()
         self.on_listing()
         version = ""
         for page in self.kube.pages(self.path, field_selector=self.field_selector):
@@ -72,14 +78,14 @@ class Informer(threading.Thread):
         self._watch(version)
 
     def _watch(self, version: str) -> None:
-        while not self.stopped.is_set():
+        while not self.stopped.is_set() and not self._relist.is_set():
             for kind, obj in self.kube.watch(
                 self.path,
                 resource_version=version,
                 field_selector=self.field_selector,
                 timeout_seconds=30,
             ):
-                if self.stopped.is_set():
+                if self.stopped.is_set() or self._relist.is_set():
                     return
                 if kind == "ERROR":
                     return  # resource version expired: re-list

@@ -14,14 +14,23 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import urllib3
 from kubernetes import client, config
 
 from .api_errors import ApiError, Obj, api_error, path_of
 
-__all__ = ["FIELD_MANAGER", "ApiError", "Kube", "Obj", "PatchType", "WriteCounter", "path_of"]
+__all__ = [
+    "FIELD_MANAGER",
+    "ApiError",
+    "Kube",
+    "Obj",
+    "PatchType",
+    "WriteCounter",
+    "WriteWatcher",
+    "path_of",
+]
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
 _CONTENT_TYPES = {
@@ -57,6 +66,14 @@ class WriteCounter:
             return sum(self.counts.values())
 
 
+class WriteWatcher(Protocol):
+    def begin(self, path: str) -> Any:
+        """A write to ``path`` goes out; the token returned comes back to ``end``."""
+
+    def end(self, token: Any, returned: Obj | None, maybe: bool) -> None:
+        """It came back: ``returned`` is the answer; ``None`` a failure, ``maybe`` landed."""
+
+
 class Kube:
     """A thin JSON client: ``get``, ``list``, ``create``, ``patch``, ``delete`` by URL path."""
 
@@ -65,6 +82,7 @@ class Kube:
     ) -> None:
         self._api = api_client
         self.writes = WriteCounter({}, on_write)
+        self._watchers: list[WriteWatcher] = []
 
     @classmethod
     def from_kubeconfig(
@@ -156,18 +174,37 @@ class Kube:
 
     def create(self, path: str, body: Mapping[str, Any]) -> Obj:
         self.writes.add("create")
-        return self._call("POST", path, body=body)
+        return self._write("POST", path, body=body)
 
     def patch(self, path: str, body: Any, kind: PatchType = "merge") -> Obj:
         self.writes.add("patch")
         query: dict[str, str | int] = {"fieldManager": FIELD_MANAGER}
         if kind == "apply":
             query["force"] = "true"
-        return self._call("PATCH", path, body=body, content_type=_CONTENT_TYPES[kind], query=query)
+        return self._write("PATCH", path, body=body, content_type=_CONTENT_TYPES[kind], query=query)
 
     def replace(self, path: str, body: Mapping[str, Any]) -> Obj:
         self.writes.add("update")
-        return self._call("PUT", path, body=body)
+        return self._write("PUT", path, body=body)
+
+    def watch_writes(self, watcher: WriteWatcher) -> None:
+        """``watcher`` hears of every create, patch and update: before it goes out, and what
+        came back (the node cache's read-your-writes, ``node_cache``)."""
+        self._watchers.append(watcher)
+
+    def _write(self, method: str, path: str, **kw: Any) -> Obj:
+        tokens = [(w, w.begin(path)) for w in self._watchers]
+        returned: Obj | None = None
+        maybe = True  # a write that fails without an answer may have landed all the same
+        try:
+            returned = self._call(method, path, **kw)
+            return returned
+        except ApiError as err:
+            maybe = err.status == 0 or err.status >= 500
+            raise
+        finally:
+            for watcher, token in tokens:
+                watcher.end(token, returned, maybe)
 
     def delete(self, path: str, body: Mapping[str, Any] | None = None) -> Obj | None:
         self.writes.add("delete")

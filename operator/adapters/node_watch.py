@@ -17,13 +17,19 @@ from typing import Any
 
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, Obj
+from tessera.adapters.node_cache import NodeCache
 
 Listener = Callable[[str, Obj | None], None]
 """Told ``(name, node)`` of a node that changed, ``(name, None)`` of one that went."""
 
 
 class NodeWatch:
-    def __init__(self, kube: Kube, fingerprint: Callable[[Obj], Hashable]) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        fingerprint: Callable[[Obj], Hashable],
+        keep: Callable[[Obj], Obj] | None = None,
+    ) -> None:
         self._fingerprint = fingerprint
         self._seen: dict[str, int] = {}
         self._listed: set[str] | None = None  # names of the re-list under way
@@ -37,6 +43,8 @@ class NodeWatch:
             on_synced=self._synced,
             on_listing=self._listing,
         )
+        self.cache = NodeCache(keep, relist=self._informer.relist) if keep is not None else None
+        """The nodes, kept as ``keep`` makes them, for passes to read (``snapshot``)."""
 
     def start(self) -> NodeWatch:
         self._informer.start()
@@ -50,12 +58,21 @@ class NodeWatch:
         error. Not so, a pass cannot tell that no Node changed: it must not be skipped."""
         return self._informer.is_alive() and self._informer.following.is_set()
 
+    def snapshot(self) -> list[Obj] | None:
+        """Every node as last seen, once this process's writes are in (``NodeCache``);
+        ``None``: list them from the API server."""
+        if self.cache is None or not self.following():
+            return None
+        return self.cache.snapshot()
+
     def subscribe(self, listener: Listener) -> None:
         """``listener`` is called on the watch's thread."""
         with self._lock:
             self._listeners.append(listener)
 
     def _on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        if self.cache is not None:  # before anyone is told: a pass woken reads the cache
+            self.cache.seen(kind, obj)
         name = obj["metadata"]["name"]
         if kind == "DELETED":
             if self._seen.pop(name, None) is not None:
@@ -73,8 +90,12 @@ class NodeWatch:
     def _listing(self) -> None:
         """A list starts: names an earlier one gathered before it failed count for nothing."""
         self._listed = set()
+        if self.cache is not None:
+            self.cache.listing()
 
     def _synced(self) -> None:
+        if self.cache is not None:
+            self.cache.synced()
         listed, self._listed = self._listed or set(), None
         for name in set(self._seen) - listed:  # deleted while no watch ran
             del self._seen[name]

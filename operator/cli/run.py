@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
     from tessera.controllers.runtime import Context, pod_index, utcnow
     from tessera.controllers.skipping import NodeChanges
     from tessera.controllers.writer_lease import WriterLease
-    from tessera.domain.idle import node_fingerprint
+    from tessera.domain.idle import node_fingerprint, slim_node
     from tessera.handlers.wiring import build_registry
     from tessera.observability import logs, metrics, tracing
 
@@ -104,7 +104,9 @@ def _run(args: argparse.Namespace) -> int:
         start_http_server(args.metrics_port, addr="0.0.0.0")
     kube = Kube.from_kubeconfig(args.kubeconfig, on_write=metrics.count_write)
     pods = pod_index(kube).start()
-    nodes = NodeWatch(kube, node_fingerprint)  # started once the wake-ups listen to it
+    nodes = NodeWatch(kube, node_fingerprint, keep=slim_node)  # started by the wake-ups
+    assert nodes.cache is not None
+    kube.watch_writes(nodes.cache)  # a pass reads the cache only once its own writes are in
     ctx = Context(
         kube, settings_from(args), pod_index=pods, node_watch=nodes, node_changes=NodeChanges()
     )
@@ -113,6 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     lease = None
     if args.peering:
         lease = WriterLease(kube, args.lease_namespace, WRITER_LEASE, args.identity, utcnow)
+        lease.on_taken = nodes.cache.distrust  # a peer's last writes: list before trusting
     registry = build_registry(ctx, lease=lease)
     try:
         _operate(args, registry)

@@ -13,30 +13,30 @@ so a converged pool costs a Node list and a pool list and nothing else.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 from collections.abc import Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from tessera.adapters.events import Ref
-from tessera.adapters.kube import ApiError, Obj, path_of
+from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
 from tessera.domain.conditions import Verdict, landed
 
-from . import dra_classes, dra_pool, evictions, skeleton, skipping
+from . import agent_configs, dra_classes, dra_pool, evictions, recount, skeleton, skipping
 from . import rollout_driver as driver
 from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
 log = logging.getLogger("tessera.nodepoolgeometry")
-_CONFIGMAP_ATTEMPTS = 5
 _KIND = skeleton.Kind(
     KIND,
     PLURAL,
@@ -56,35 +56,24 @@ def reconcile(ctx: Context, name: str) -> Result:
 
 def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outcome:
     name = obj["metadata"]["name"]
-    where = _agent_configmap(ctx, spec)
+    where = agent_configs.locate(ctx, spec)
     with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
-        listed = pool.submit(list_nodes, ctx.kube)
+        listed = pool.submit(list_nodes, ctx)
         sharing = pool.submit(_sharing, ctx)
         configs = pool.submit(ctx.kube.get_or_none, where.path)
         others = pool.submit(_other_pools, ctx, name)
         nodes = listed.result()
         seen = cluster.observe_pool(name, spec, nodes, sharing.result(), others.result())
-    dra = None
-    if dra_pool.is_dra(spec):
-        seen, dra = dra_pool.observe(ctx, spec, seen)
-    desired, involved = seen.desired, list(seen.involved)
-    _ensure_configs(ctx, where, name, spec, seen, configs.result())
-    if dra is not None and cluster.needs_pods(involved, desired):
-        dra = dra_pool.with_claims(ctx, dra)
-    pods = driver.pods_for(ctx, involved, desired)
-    pods = dra.pods(pods) if dra is not None else pods
-    pdbs = driver.pdbs(ctx) if pods else []
-    approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
-    policy = pool_claims.policy(name, seen.claims, spec.rollout)
-    room = driver.room(ctx, nodes, involved, desired, dra)
-    plan = rollout.plan(
-        seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room
-    )
-    applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views)
-    evictions.announce_held(ctx, ref_of(obj), plan.nodes)
+        # every pass: classes are shared by pools and policies; beside the rollout, not after
+        classes = pool.submit(contextvars.copy_context().run, dra_classes.sync, ctx, nodes)
+        dra = None
+        if dra_pool.is_dra(spec):
+            seen, dra = dra_pool.observe(ctx, spec, seen)
+        agent_configs.ensure(ctx, where, name, spec, seen, configs.result())
+        plan, applied = _roll(ctx, obj, spec, nodes, seen, dra, sharing.result())
+        synced = classes.result()
     verdict = landed(_verdict(name, spec, seen, plan), applied)
     status = _status(obj, plan, seen.targets)
-    synced = dra_classes.sync(ctx, nodes)  # every pass: classes are shared by pools, policies
     dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=dra is not None)
     if dra is not None:  # the slices listed once, by observe
         verdict, status["deviceClasses"] = dra_classes.pool_part(
@@ -100,6 +89,38 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
     return skeleton.Outcome(verdict, status, result)
 
 
+def _roll(
+    ctx: Context,
+    obj: Obj,
+    spec: NodePoolGeometrySpec,
+    nodes: list[Obj],
+    seen: cluster.PoolObservation,
+    dra: dra_pool.Observed | None,
+    sharing: Mapping[str, Any],
+) -> tuple[rollout.Plan, bool]:
+    """Plan the rollout over the pool's nodes and apply it: the plan, and whether it all
+    landed."""
+    desired, involved = seen.desired, list(seen.involved)
+    if dra is not None and cluster.needs_pods(involved, desired):
+        dra = dra_pool.with_claims(ctx, dra)
+    pods = driver.pods_for(ctx, involved, desired)
+    pods = dra.pods(pods) if dra is not None else pods
+    pdbs = driver.pdbs(ctx) if pods else []
+    approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
+    policy = pool_claims.policy(obj["metadata"]["name"], seen.claims, spec.rollout)
+    room = driver.room(ctx, nodes, involved, desired, dra)
+    plan = rollout.plan(
+        seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room
+    )
+    follow = None
+    if dra is None:  # a DRA node's recount also reads its claims: the next pass makes it
+        view = functools.partial(cluster.pool_view, sharing=sharing)
+        follow = recount.follower(ctx, ref_of(obj), seen.owner, policy, desired, view)
+    applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views, follow)
+    evictions.announce_held(ctx, ref_of(obj), plan.nodes)
+    return plan, applied
+
+
 def finalize(ctx: Context, name: str) -> bool:
     """Finish or back out in-flight nodes; True once no node carries this pool's cordon or state."""
     obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
@@ -111,7 +132,7 @@ def finalize(ctx: Context, name: str) -> bool:
         spec = None  # the spec never parsed: back out with the defaults
     policy = spec.rollout if spec else RolloutSpec()
     owner = owner_id(name)
-    nodes = list_nodes(ctx.kube)
+    nodes = list_nodes(ctx)
     views = [cluster.pool_view(n, {}) for n in nodes]
     mine = [v for v in views if cluster.touched_by(v, owner)]
     if mine and any(v.state and v.state.target.plugin for v in mine):  # a DRA node verifying
@@ -176,106 +197,6 @@ def _verdict(
         return empty_pools.verdict(name, spec)
     in_flight = plan.counts.in_progress + plan.counts.blocked
     return pool_claims.verdict(name, seen.claims, plan.verdict, in_flight)
-
-
-# -- apply ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _AgentConfigMap:
-    """The ConfigMap the pool's node agent reads its layouts from, and where in it."""
-
-    namespace: str
-    name: str
-    key: str
-    section: str
-
-    @property
-    def path(self) -> str:
-        return path_of("v1", "configmaps", self.name, self.namespace)
-
-
-def _agent_configmap(ctx: Context, spec: NodePoolGeometrySpec) -> _AgentConfigMap:
-    if pools.is_ascend(spec):
-        ns, name = ctx.settings.vnpu_configmap
-        return _AgentConfigMap(ns, name, c.VNPU_CONFIGMAP_KEY, "vnpu-configs")
-    if pools.is_vgpu(spec):  # the vGPU Device Manager's map (GPU Operator vgpuDeviceManager)
-        ns, name = ctx.settings.vgpu_configmap
-        return _AgentConfigMap(ns, name, c.VGPU_CONFIGMAP_KEY, "vgpu-configs")
-    ns, name = ctx.settings.mig_configmap
-    return _AgentConfigMap(ns, name, c.MIG_PARTED_CONFIGMAP_KEY, "mig-configs")
-
-
-def _ensure_configs(
-    ctx: Context,
-    where: _AgentConfigMap,
-    pool: str,
-    spec: NodePoolGeometrySpec,
-    seen: cluster.PoolObservation,
-    current: Obj | None,
-) -> None:
-    """Write the pool's configs into the agent ConfigMap before any label can name them.
-
-    ``current`` is the ConfigMap as this pass read it; pools share the
-    ConfigMap, so a write that loses a race re-reads it and tries again.
-    """
-    wanted, keep = cluster.pool_configs(spec, seen)
-    for _ in range(_CONFIGMAP_ATTEMPTS):
-        if _write_configs(ctx, where, current, pool, wanted, keep):
-            return
-        current = ctx.kube.get_or_none(where.path)
-    raise ApiError(
-        409, "Conflict", f"{where.namespace}/{where.name} kept changing while pool {pool} wrote it"
-    )
-
-
-def _write_configs(
-    ctx: Context,
-    where: _AgentConfigMap,
-    current: Obj | None,
-    pool: str,
-    wanted: Mapping[str, list[dict[str, Any]]],
-    keep: set[str],
-) -> bool:
-    """One optimistic attempt; False when another writer got there first."""
-    ns, name, key = where.namespace, where.name, where.key
-    text = pools.configs_document(
-        ((current or {}).get("data") or {}).get(key, ""), pool, where.section, wanted, keep
-    )
-    if text is None:
-        return True
-    try:
-        if current is None:
-            _ensure_namespace(ctx, ns)
-            body = {
-                "metadata": {
-                    "name": name,
-                    "namespace": ns,
-                    "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
-                },
-                "data": {key: text},
-            }
-            ctx.kube.create(path_of("v1", "configmaps", namespace=ns), body)
-        else:
-            version = current["metadata"]["resourceVersion"]
-            ctx.kube.patch(
-                where.path, {"metadata": {"resourceVersion": version}, "data": {key: text}}
-            )
-    except ApiError as err:
-        if err.conflict:
-            return False
-        raise
-    log.info("nodepoolgeometry/%s: wrote %s configs to %s/%s", pool, len(wanted), ns, name)
-    return True
-
-
-def _ensure_namespace(ctx: Context, namespace: str) -> None:
-    if ctx.kube.get_or_none(path_of("v1", "namespaces", namespace)) is None:
-        try:
-            ctx.kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-        except ApiError as err:
-            if not err.conflict:
-                raise
 
 
 # -- status --------------------------------------------------------------------------------------

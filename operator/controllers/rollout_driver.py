@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -127,14 +127,22 @@ def apply(
     owner: Ref,
     stages: Sequence[Sequence[rollout.Action]],
     nodes: Mapping[str, rollout.NodeView],
+    then: Callable[[str, Obj], object] | None = None,
 ) -> bool:
-    """Execute a plan's stages; True when every action landed."""
+    """Execute a plan's stages; True when every action landed. ``then`` is called, on the
+    node's own worker, with each Node as the API server returned it once all of that node's
+    actions of a stage have landed (the recount after a cordon, ``recount``)."""
 
     def chain(actions: Sequence[rollout.Action]) -> bool:
         """One node's actions in order, a run of node patches as one write; stop at a failure."""
-        return all(
-            _run(ctx, owner, run, nodes.get(run[0].node)) for run in node_patch.runs(actions)
-        )
+        patched: dict[str, Obj] = {}
+        runs = node_patch.runs(actions)
+        if not all(_run(ctx, owner, run, nodes.get(run[0].node), patched) for run in runs):
+            return False
+        if then is not None:
+            for name, node in patched.items():
+                then(name, node)
+        return True
 
     def proceed() -> bool:
         if stopping():
@@ -183,14 +191,18 @@ def run_stages(
 
 
 def _run(
-    ctx: Context, owner: Ref, run: Sequence[rollout.Action], node: rollout.NodeView | None
+    ctx: Context,
+    owner: Ref,
+    run: Sequence[rollout.Action],
+    node: rollout.NodeView | None,
+    patched: MutableMapping[str, Obj] | None = None,
 ) -> bool:
     """One write (a run of node patches, an eviction, a delete), then its logs and Events."""
     first = run[0]
     names = ",".join(type(a).__name__ for a in run)
     with span(names, node=first.node, reason="; ".join(a.reason for a in run)):
         try:
-            refused = _execute(ctx, run)
+            refused = _execute(ctx, run, patched)
         except ApiError as err:
             texts = "; ".join(rollout.describe(a) for a in run)
             log.warning("%s/%s: %s failed: %s", owner.kind, owner.name, texts, err)
@@ -233,7 +245,9 @@ def _observe(
         metrics.ROLLBACKS.labels(owner.name).inc()
 
 
-def _execute(ctx: Context, run: Sequence[rollout.Action]) -> str | None:
+def _execute(
+    ctx: Context, run: Sequence[rollout.Action], patched: MutableMapping[str, Obj] | None = None
+) -> str | None:
     """Do one write; for an eviction the API server refused (429), why it did."""
     first = run[0]
     match first:
@@ -247,11 +261,13 @@ def _execute(ctx: Context, run: Sequence[rollout.Action]) -> str | None:
                 if not err.conflict:
                     raise
         case _:
-            _patch_node(ctx, first.node, run)
+            after = _patch_node(ctx, first.node, run)
+            if after is not None and patched is not None:
+                patched[first.node] = after
     return None
 
 
-def _patch_node(ctx: Context, name: str, run: Sequence[rollout.Action]) -> None:
+def _patch_node(ctx: Context, name: str, run: Sequence[rollout.Action]) -> Obj | None:
     path = path_of("v1", "nodes", name)
     if not node_patch.edits_taints(run):
         patch = node_patch.compose(run)
@@ -261,8 +277,7 @@ def _patch_node(ctx: Context, name: str, run: Sequence[rollout.Action]) -> None:
         if patch:
             version = current["metadata"]["resourceVersion"]
             patch.setdefault("metadata", {})["resourceVersion"] = version
-    if patch:
-        ctx.kube.patch(path, patch)
+    return ctx.kube.patch(path, patch) if patch else None
 
 
 PHASE_GAUGES = {  # tessera_rollout_nodes' phase label -> the Plan's count of it

@@ -155,9 +155,14 @@ def spec_error(err: ValidationError) -> str:
     return "spec." + ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"
 
 
-def list_nodes(kube: Kube) -> list[dict[str, Any]]:
-    """Every Node, slim (``idle.slim_node``): one page of full objects in memory at a time."""
-    return [slim_node(node) for page in kube.pages("/api/v1/nodes") for node in page["items"]]
+def list_nodes(ctx: Context) -> list[dict[str, Any]]:
+    """Every Node, slim (``idle.slim_node``; shared: read-only): from the node watch's cache
+    once this process's own writes are in it (``NodeCache``), else listed, one page of full
+    objects in memory at a time."""
+    cached = ctx.node_watch.snapshot() if ctx.node_watch is not None else None
+    if cached is not None:
+        return cached
+    return [slim_node(node) for page in ctx.kube.pages("/api/v1/nodes") for node in page["items"]]
 
 
 def pod_index(kube: Kube) -> Index[PodView]:

@@ -79,7 +79,7 @@ def settings_of(ctx: Context) -> planning.Settings:
 def snapshot(ctx: Context, *, without: str | None = None) -> Snapshot:
     """Everything one pass reads; ``without`` leaves out a policy being deleted."""
     policies, missing, refs = _policies(ctx, without)
-    raw = {n["metadata"]["name"]: n for n in list_nodes(ctx.kube)}
+    raw = {n["metadata"]["name"]: n for n in list_nodes(ctx)}
     facts = {name: facts_of(node) for name, node in raw.items()}
     namespace, name = ctx.settings.device_plugin_configmap
     plugin = ctx.kube.get_or_none(path_of("v1", "configmaps", name, namespace))

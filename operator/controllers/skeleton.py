@@ -96,7 +96,8 @@ def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         ctx.streaks.succeeded(kind.plural, name)
         return Result()
-    key, inputs = (kind.kind, name), _inputs(ctx, kind, obj)
+    key = (kind.kind, name)
+    inputs = _inputs(ctx, kind, key, obj)
     if ctx.passes.skip(key, inputs):  # read before anything the pass reads
         log.info("%s/%s: pass skipped: its inputs are unchanged", kind.kind.lower(), name)
         return Result()
@@ -110,13 +111,13 @@ def run(ctx: Context, kind: Kind[S], name: str, steps: Steps[S]) -> Result:
     return result
 
 
-def _inputs(ctx: Context, kind: Kind[Any], obj: Obj) -> idle.Inputs | None:
+def _inputs(ctx: Context, kind: Kind[Any], key: Hashable, obj: Obj) -> idle.Inputs | None:
     """The pass's inputs summarised; None (run in full, and report) when they cannot be read."""
     read = kind.inputs
     if read is None:
         return None
     try:
-        return ctx.passes.inputs(lambda: read(ctx, obj))
+        return ctx.passes.inputs(key, lambda: read(ctx, obj))
     except ApiError:  # the pass itself meets the same error, and reports it
         return None
     except Exception:  # inputs not known: never a reason to skip, nor to fail before the pass

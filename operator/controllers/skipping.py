@@ -46,13 +46,19 @@ class Passes:
         self._full_every = full_every
         self._clock = clock
         self._last: dict[Hashable, idle.Converged] = {}
+        self._busy: set[Hashable] = set()  # objects whose last pass did not converge
         self._lock = threading.Lock()
 
-    def inputs(self, read: Callable[[], tuple[Hashable, ...]]) -> idle.Inputs | None:
+    def inputs(self, key: Hashable, read: Callable[[], tuple[Hashable, ...]]) -> idle.Inputs | None:
         """The summary of a pass's inputs: the Node counter first (read before anything the
         pass lists), then what ``read`` returns; None when no watch counts Node changes, or
-        the one that does is down or re-listing after an error (a change may go uncounted)."""
-        if self._nodes is None or not self._following():
+        the one that does is down or re-listing after an error (a change may go uncounted).
+        Not read either after a pass that did not converge (a rollout under way): the pass
+        after one converged reads them (one full pass more), and only the next can be
+        skipped — a rollout's passes no longer pay those reads each time."""
+        with self._lock:
+            busy = key in self._busy
+        if busy or self._nodes is None or not self._following():
             return None
         count = self._nodes.count
         return (count, *read())
@@ -69,10 +75,15 @@ class Passes:
                 self._last[key] = idle.Converged(inputs, self._clock())
             else:
                 self._last.pop(key, None)
+            if converged:
+                self._busy.discard(key)
+            else:
+                self._busy.add(key)
 
     def forget(self, key: Hashable) -> None:
         with self._lock:
             self._last.pop(key, None)
+            self._busy.discard(key)
 
 
 def version(kube: Kube, path: str) -> str | None:

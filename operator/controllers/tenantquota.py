@@ -166,7 +166,7 @@ def _capacity(ctx: Context, resources: set[str]) -> dict[str, int]:
     """What the nodes advertise for accelerator resources, summed, and what the
     ResourceSlices offer the DeviceClasses the tenants name (only read when one does)."""
     total: dict[str, int] = {}
-    for node in list_nodes(ctx.kube):
+    for node in list_nodes(ctx):
         for resource, n in accelerators(node.get("status", {}).get("allocatable") or {}).items():
             total[resource] = total.get(resource, 0) + n
     if any(device_class(r) for r in resources):

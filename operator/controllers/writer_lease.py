@@ -57,6 +57,8 @@ class WriterLease:
         self._seen: tuple[tuple[str, str], datetime] | None = None  # a peer's record, since
         self._renewer: threading.Thread | None = None
         self._waiting_for = ""  # the holder we last said we wait for (said once per holder)
+        self.on_taken: Callable[[], None] = lambda: None
+        """Told when this replica takes the Lease (the node cache distrusts what it holds)."""
 
     @property
     def path(self) -> str:
@@ -135,9 +137,12 @@ class WriterLease:
             raise
         with self._lock:
             self._waiting_for, self._seen = "", None
-            if not self._held:
+            taken = not self._held
+            if taken:
                 log.info("took writer lease %s/%s (%s)", self.namespace, self.name, claim.reason)
             self._held, self._renewed = True, now
+        if taken:
+            self.on_taken()
         metrics.WRITER_LEASE.set(1)
         return decide.Claim("held", claim.reason)
 

@@ -78,20 +78,41 @@ def test_passes_skip_only_after_a_converged_pass_with_the_same_inputs() -> None:
     nodes = NodeChanges()
     passes = Passes(nodes, full_every=100.0, clock=lambda: clock[0])
     key = ("SharingPolicy", "a")
-    first = passes.inputs(lambda: ("rv-1",))
+    first = passes.inputs(key, lambda: ("rv-1",))
     assert not passes.skip(key, first)
     passes.done(key, first, converged=True)
     clock[0] = 60.0
-    assert passes.skip(key, passes.inputs(lambda: ("rv-1",)))
+    assert passes.skip(key, passes.inputs(key, lambda: ("rv-1",)))
     nodes.bump()  # a Node changed (the watch counted it before waking the daemon)
-    moved = passes.inputs(lambda: ("rv-1",))
+    moved = passes.inputs(key, lambda: ("rv-1",))
     assert not passes.skip(key, moved)
     passes.done(key, moved, converged=False)  # that pass wrote: forget the converged one
     assert not passes.skip(key, moved)
     passes.done(key, moved, converged=True)
-    assert passes.skip(key, passes.inputs(lambda: ("rv-1",)))
+    assert passes.skip(key, passes.inputs(key, lambda: ("rv-1",)))
     passes.forget(key)  # deleted
     assert not passes.skip(key, moved)
+
+
+def test_after_a_busy_pass_inputs_are_not_read_until_one_converged() -> None:
+    """A rollout's passes never converge: reading their inputs each time was wasted."""
+    passes = Passes(NodeChanges(), full_every=100.0, clock=lambda: 0.0)
+    key, reads = ("NodePoolGeometry", "a"), []
+
+    def read() -> tuple[str]:
+        reads.append("read")
+        return ("rv-1",)
+
+    passes.done(key, passes.inputs(key, read), converged=False)  # a rollout pass
+    busy = passes.inputs(key, read)
+    assert busy is None and reads == ["read"]
+    assert not passes.skip(key, busy)
+    passes.done(key, busy, converged=True)  # the rollout finished: nothing to compare with
+    calm = passes.inputs(key, read)
+    assert calm is not None and not passes.skip(key, calm)  # one full pass more
+    passes.done(key, calm, converged=True)
+    assert passes.skip(key, passes.inputs(key, read))
+    assert reads == ["read"] * 3
 
 
 def test_without_a_node_watch_nothing_is_read_and_nothing_skipped() -> None:
@@ -100,7 +121,7 @@ def test_without_a_node_watch_nothing_is_read_and_nothing_skipped() -> None:
     def read() -> tuple[str]:
         raise AssertionError("read without a watch to compare with")
 
-    inputs = passes.inputs(read)
+    inputs = passes.inputs(("SharingPolicy", "a"), read)
     passes.done(("SharingPolicy", "a"), inputs, converged=True)
     assert inputs is None and not passes.skip(("SharingPolicy", "a"), inputs)
 
@@ -151,10 +172,10 @@ def test_no_pass_is_skipped_while_the_node_watch_is_not_following() -> None:
     following = [True]
     passes = Passes(NodeChanges(), full_every=100.0, following=lambda: following[0])
     key = ("SharingPolicy", "a")
-    passes.done(key, passes.inputs(lambda: ("rv-1",)), converged=True)
-    assert passes.skip(key, passes.inputs(lambda: ("rv-1",)))
+    passes.done(key, passes.inputs(key, lambda: ("rv-1",)), converged=True)
+    assert passes.skip(key, passes.inputs(key, lambda: ("rv-1",)))
     following[0] = False  # the watch's thread died, or it re-lists after an error
-    down = passes.inputs(lambda: ("rv-1",))
+    down = passes.inputs(key, lambda: ("rv-1",))
     assert down is None and not passes.skip(key, down)
 
 
@@ -168,7 +189,7 @@ def test_inputs_that_fail_to_read_in_any_way_run_the_pass_in_full() -> None:
 
     ctx = SimpleNamespace(passes=Passes(NodeChanges(), full_every=100.0))
     kind = SimpleNamespace(inputs=read, kind="SharingPolicy")
-    assert _inputs(ctx, kind, {"metadata": {"name": "a"}}) is None  # type: ignore[arg-type]
+    assert _inputs(ctx, kind, ("SharingPolicy", "a"), {"metadata": {"name": "a"}}) is None  # type: ignore[arg-type]
 
 
 def _changed(field: str) -> dict[str, Any]:

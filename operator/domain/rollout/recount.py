@@ -1,0 +1,67 @@
+"""The recount right after a cordon: a node with nothing to evict gets its layout in that pass.
+
+``kubectl drain`` cordons, lists the node's pods and evicts them, one after
+the other. A rollout pass used to stop after the cordon: the next pass (woken
+by the cordon itself) listed the pods and requested the layout, a whole pass
+over every node of the pool later, once per wave. Now the pass that admitted
+a node, once its cordon has landed, lists that node's pods fresh and steps it
+once more from what it reads: when nothing is left to evict, the layout is
+requested there and then (Cordoned → Draining → Applying → Verifying, the
+edges ``step`` takes anyway).
+
+Only that case is taken. A node with pods to evict waits for the next pass as
+before, so no eviction is ever decided against a budget an earlier stage of
+the same pass has already spent. ``nodes`` must be the nodes as the cordon's
+write returned them; ``pods`` their pods listed after it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from tessera.api.v1alpha1.common import RolloutSpec
+
+from . import actions as act
+from .machine import Context, step
+from .state import Phase, ReportPhase
+from .views import DesiredNode, NodeView, PodView
+
+
+def just_cordoned(owner: str, nodes: Iterable[NodeView]) -> list[str]:
+    """The nodes ``owner`` holds in Cordoned: those whose pods the recount lists."""
+    return sorted(
+        n.name
+        for n in nodes
+        if n.state is not None
+        and n.state.owner == owner
+        and n.state.phase == Phase.CORDONED
+        and not n.state.rolled_back
+    )
+
+
+def request_layouts(
+    owner: str,
+    policy: RolloutSpec,
+    desired: Mapping[str, DesiredNode],
+    nodes: Sequence[NodeView],
+    pods: Sequence[PodView],
+    now: datetime,
+) -> tuple[act.Action, ...]:
+    """The writes that request the layout on each just-cordoned node the recount found empty."""
+    by_node: dict[str, list[PodView]] = defaultdict(list)
+    for pod in pods:
+        by_node[pod.node].append(pod)
+    ctx = Context(owner, policy, now, by_node, (), {})
+    out: list[act.Action] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        s, d = node.state, desired.get(node.name)
+        if node.name not in just_cordoned(owner, [node]) or s is None or d is None or d.invalid:
+            continue
+        outcome = step(ctx, node, s, d)
+        if outcome.phase == ReportPhase.VERIFYING and not any(
+            isinstance(a, act.Evict | act.DeletePod) for a in outcome.actions
+        ):
+            out.extend(outcome.emit(s))
+    return tuple(out)
