@@ -96,6 +96,12 @@ def raw_floor(kubeconfig: str, names: list[str]) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def say(text: str) -> None:
+    """Progress on stderr as each phase ends: a run at full size takes the better part of an
+    hour here, and one cut short still tells how far it got."""
+    print(f"[bench.scale {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
 def quiet(meter: WriteMeter, operator: Operator, seconds: float = 5.0) -> None:
     """Wait until neither the API server nor the operator's CPU has moved for ``seconds``."""
     while True:
@@ -121,12 +127,20 @@ def workloads(kube: Kube) -> float:
     return time.monotonic() - start
 
 
+def cluster(kube: Kube) -> tuple[float, float]:
+    """The nodes, then the workloads: the seconds until each was Ready."""
+    nodes_s = create_nodes(kube, fleet.pool("scale", "H100-80GB", NODES), timeout=3600)
+    say(f"{NODES:,} KWOK nodes Ready in {nodes_s:.0f} s")
+    pods_s = workloads(kube)
+    say(f"{PODS:,} pods Ready in {pods_s:.0f} s")
+    return nodes_s, pods_s
+
+
 def main() -> None:
     rows: list[Row] = []
     with control_plane() as (plane, kube):
         names = [f"scale-{i}" for i in range(NODES)]
-        nodes_s = create_nodes(kube, fleet.pool("scale", "H100-80GB", NODES), timeout=3600)
-        pods_s = workloads(kube)
+        nodes_s, pods_s = cluster(kube)
         operator = Operator(plane).start()
         try:
             with WriteMeter(kube, WATCHED) as meter:

@@ -54,9 +54,9 @@ def test_operator_sigkilled_every_few_seconds_through_a_30_node_rollout(
 
     def killer() -> None:
         nonlocal kills
-        while not stop.wait(3.0):  # the fault's period, not synchronisation
+        while not stop.wait(1.5):  # the fault's period, not synchronisation
             # ... once the operator persisted a step since it started: on a loaded machine its
-            # start alone can take 3 s, and kills on a clock would leave it no pass at all
+            # start alone can take seconds, and kills on a clock would leave it no pass at all
             while not progressed.wait(1.0):
                 if stop.is_set():
                     return
