@@ -30,7 +30,16 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
 from tessera.domain.conditions import Verdict, landed
 
-from . import agent_configs, dra_classes, dra_pool, evictions, recount, skeleton, skipping
+from . import (
+    agent_configs,
+    dra_classes,
+    dra_pool,
+    evictions,
+    recount,
+    rollout_phases,
+    skeleton,
+    skipping,
+)
 from . import rollout_driver as driver
 from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
@@ -81,7 +90,7 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
         )
     else:
         verdict = synced.verdict(dra_classes.declarer(KIND, name)) or verdict
-    driver.export_phases(KIND, name, plan)
+    rollout_phases.export(KIND, name, plan)
     result = Result(plan.requeue_after, starved=bool(plan.short_of_room))
     if verdict.reason == dra_classes.WAITING_FOR_DRIVER:  # no watch wakes it on a slice: look
         soon = min(plan.requeue_after or ctx.settings.resync_seconds, ctx.settings.resync_seconds)
@@ -144,7 +153,7 @@ def finalize(ctx: Context, name: str) -> bool:
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
     if result.done and not unsynced:
-        driver.forget_phases(KIND, name)
+        rollout_phases.forget(KIND, name)
         ctx.passes.forget((KIND, name))
     return result.done and not unsynced
 

@@ -278,28 +278,3 @@ def _patch_node(ctx: Context, name: str, run: Sequence[rollout.Action]) -> Obj |
             version = current["metadata"]["resourceVersion"]
             patch.setdefault("metadata", {})["resourceVersion"] = version
     return ctx.kube.patch(path, patch) if patch else None
-
-
-PHASE_GAUGES = {  # tessera_rollout_nodes' phase label -> the Plan's count of it
-    "Updated": "updated",
-    "InProgress": "in_progress",
-    "Pending": "pending",
-    "Blocked": "blocked",
-    "Failed": "failed",
-}
-
-
-def export_phases(kind: str, name: str, plan: rollout.Plan | None) -> None:
-    """``tessera_rollout_nodes`` for one object; ``None``: none of its nodes is rolling."""
-    for phase, count in PHASE_GAUGES.items():
-        value = getattr(plan.counts, count) if plan is not None else 0
-        metrics.NODES_BY_PHASE.labels(kind, name, phase).set(value)
-
-
-def forget_phases(kind: str, name: str) -> None:
-    """Drop the object's series once it is gone (a deleted pool must not linger in Prometheus)."""
-    for phase in PHASE_GAUGES:
-        try:
-            metrics.NODES_BY_PHASE.remove(kind, name, phase)
-        except KeyError:
-            continue  # never exported by this replica

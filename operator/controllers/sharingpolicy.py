@@ -31,7 +31,7 @@ from tessera.observability.tracing import span
 from . import (
     dra_classes,
     pod_contract,
-    rollout_driver,
+    rollout_phases,
     schedulers,
     sharing_apply,
     sharing_observe,
@@ -82,7 +82,7 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
         actions,
     )
     _export(name, summary, plan)
-    rollout_driver.export_phases(KIND, name, rolled)
+    rollout_phases.export(KIND, name, rolled)
     busy = rolled is not None and rolled.requeue_after is not None
     starved = rolled is not None and bool(rolled.short_of_room)
     result = Result(ROLLING_REQUEUE if busy else None, starved=starved)
@@ -118,7 +118,7 @@ def finalize(ctx: Context, name: str) -> bool:
             except KeyError:
                 continue  # never exported (the policy was never reconciled here)
         if done:
-            rollout_driver.forget_phases(KIND, name)
+            rollout_phases.forget(KIND, name)
             ctx.passes.forget((KIND, name))
     return done
 
