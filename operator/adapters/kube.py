@@ -196,8 +196,9 @@ class Kube:
         """Stream ``(type, object)`` watch events until the server closes the stream.
 
         Yields ``("ERROR", status)`` when the resource version is too old; the
-        caller re-lists. Used by the simulated node agents, not by the
-        operator (kopf runs its own watches).
+        caller re-lists (``Informer``). The operator's node watch and pod index run
+        on it (its cache of Nodes serves the passes: ``node_cache``), as do the
+        simulated node agents; kopf runs its own watches of Tessera's objects.
         """
         query: dict[str, str | int] = {
             "watch": "true",

@@ -42,7 +42,7 @@ class NodeCache:
         self._nodes: dict[str, Obj] = {}
         self._listed: dict[str, Obj] | None = None  # a re-list under way
         self._list_began = 0.0
-        self._expected: dict[str, tuple[str, float]] = {}  # node -> (version, written at)
+        self._expected: dict[str, dict[str, float]] = {}  # node -> {version: written at}
         self._flying: dict[str, list[set[str]]] = {}  # versions seen during each write
         self._synced = False  # a list has completed
         self._distrusted: float | None = None  # since when, until a re-list begun later
@@ -65,7 +65,9 @@ class NodeCache:
                 self._nodes[name] = self._keep(obj)
             for versions in self._flying.get(name, ()):
                 versions.add(version)
-            if kind == "DELETED" or self._expected.get(name, ("",))[0] == version:
+            waiting = self._expected.get(name, {})
+            waiting.pop(version, None)
+            if kind == "DELETED" or not waiting:
                 self._expected.pop(name, None)
             self._changed.notify_all()
 
@@ -75,7 +77,8 @@ class NodeCache:
             if self._listed is not None:
                 self._nodes, self._listed = self._listed, None
             began = self._list_began
-            self._expected = {n: e for n, e in self._expected.items() if e[1] >= began}
+            later = {n: {v: t for v, t in e.items() if t >= began} for n, e in self._expected.items()}
+            self._expected = {n: e for n, e in later.items() if e}
             if self._distrusted is not None and self._distrusted <= began:
                 self._distrusted = None
             self._synced = True
@@ -100,7 +103,7 @@ class NodeCache:
         name, versions = token
         with self._changed:
             flights = self._flying[name]
-            flights.remove(versions)
+            flights[:] = [f for f in flights if f is not versions]  # sets alike are not this one
             if not flights:
                 del self._flying[name]
             if returned is None:
@@ -109,7 +112,8 @@ class NodeCache:
                 return
             version = _version(returned)
             if version not in versions and _version(self._nodes.get(name)) != version:
-                self._expected[name] = (version, self._clock())
+                # one entry per write: two writes to a node may come back in either order
+                self._expected.setdefault(name, {})[version] = self._clock()
 
     # -- read by the passes --------------------------------------------------------------------
 
@@ -133,7 +137,9 @@ class NodeCache:
             return list(self._nodes.values()) if self._trusted() else None
 
     def _trusted(self) -> bool:
-        return self._synced and self._distrusted is None
+        """Listed once, not distrusted, and not re-listing: while a list is under way the
+        cache still holds the old nodes, though the list may already have shown a write."""
+        return self._synced and self._distrusted is None and self._listed is None
 
     def _distrust(self) -> None:
         if self._distrusted is None:

@@ -72,7 +72,7 @@ class NodeWatch:
 
     def _on_event(self, kind: str, obj: dict[str, Any]) -> None:
         if self.cache is not None:  # before anyone is told: a pass woken reads the cache
-            self.cache.seen(kind, obj)
+            self.cache.seen(kind, obj)  # (or, during a re-list, lists afresh: ``NodeCache``)
         name = obj["metadata"]["name"]
         if kind == "DELETED":
             if self._seen.pop(name, None) is not None:

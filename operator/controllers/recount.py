@@ -46,7 +46,7 @@ def follower(
             )
             return
         actions = recount.request_layouts(owner_id, policy, desired, [seen], pods, ctx.clock())
-        if actions:
+        if actions and not stopping():  # the list may have taken long: ask again
             driver.apply(ctx, owner, [actions], {name: seen})
 
     return follow

@@ -141,7 +141,10 @@ def apply(
             return False
         if then is not None:
             for name, node in patched.items():
-                then(name, node)
+                try:
+                    then(name, node)
+                except Exception:  # what follows a write is the next pass's to redo: never lost
+                    log.exception("%s/%s: after writing %s", owner.kind, owner.name, name)
         return True
 
     def proceed() -> bool:

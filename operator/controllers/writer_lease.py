@@ -137,12 +137,10 @@ class WriterLease:
             raise
         with self._lock:
             self._waiting_for, self._seen = "", None
-            taken = not self._held
-            if taken:
+            if not self._held:
                 log.info("took writer lease %s/%s (%s)", self.namespace, self.name, claim.reason)
+                self.on_taken()  # before any pass can see the Lease held (``_fresh``)
             self._held, self._renewed = True, now
-        if taken:
-            self.on_taken()
         metrics.WRITER_LEASE.set(1)
         return decide.Claim("held", claim.reason)
 

@@ -93,3 +93,27 @@ def test_release_clears_the_holder_keeps_the_history_and_reads_as_released() -> 
 def test_how_long_a_held_lease_is_trusted(since: float, usable: bool, fresh: bool) -> None:
     assert (lease.usable(since, 15), lease.fresh(since, 15)) == (usable, fresh)
     assert lease.renew_period(15) == 5  # renewed three times within one duration
+
+
+def test_a_lease_taken_distrusts_the_node_cache_before_any_pass_can_see_it_held() -> None:
+    """A peer's last cordons may not be in this replica's node cache yet (``NodeCache``)."""
+    from typing import Any, cast
+
+    from tessera.adapters.kube import Kube
+    from tessera.controllers.writer_lease import WriterLease
+
+    class Leases:
+        def get_or_none(self, path: str) -> None:
+            return None
+
+        def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            return body
+
+    writer = WriterLease(cast(Kube, Leases()), "tessera-system", "writer", "me", lambda: NOW)
+    seen: list[bool] = []
+    writer.on_taken = lambda: seen.append(writer._held)  # a pass starting now sees it held
+    assert writer._write_claim().verdict == "held"
+    assert seen == [False]
+    assert writer._fresh()
+    writer._write_claim()  # renewed, not taken again
+    assert seen == [False]

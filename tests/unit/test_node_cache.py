@@ -195,3 +195,39 @@ def test_kube_tells_the_cache_of_each_node_write(
     if not isinstance(answer, ApiError):
         cache.seen("MODIFIED", answer)
     assert (cache.snapshot(wait_s=0) is None) is distrusted
+
+
+def test_while_a_list_is_under_way_nothing_is_served() -> None:
+    """The list may already show an own write the old nodes lack (a 410 mid-watch)."""
+    cache, _, _ = _cache(_node("a", "1"))
+    cache.listing()
+    _write(cache, "a", "5")
+    cache.seen("SYNC", _node("a", "5"))  # the list shows our cordon...
+    assert cache.snapshot(wait_s=0) is None  # ...the cache does not yet
+    cache.synced()
+    assert _versions(cache) == {"a": "5"}
+
+
+def test_two_writes_to_one_node_returning_out_of_order_are_both_awaited() -> None:
+    cache, _, _ = _cache(_node("a", "1"))
+    first, second = cache.begin("/api/v1/nodes/a"), cache.begin("/api/v1/nodes/a")
+    cache.end(second, _node("a", "7"), maybe=False)  # the later write's thread ran first
+    cache.end(first, _node("a", "6"), maybe=False)
+    cache.seen("MODIFIED", _node("a", "6"))
+    assert cache.snapshot(wait_s=0) is None  # v7 not seen yet
+    cache.listing()  # (the timeout asked for a re-list; run the watch on instead)
+    cache.synced()
+    cache.seen("MODIFIED", _node("a", "7"))
+    assert _versions(cache)["a"] == "7"
+
+
+def test_concurrent_writes_to_one_node_each_end_their_own_flight() -> None:
+    """Two flights' version sets may be equal: each ends its own (a removal by equality once
+    ended the other's, and the other's end then failed)."""
+    cache, _, _ = _cache(_node("a", "1"))
+    first, second = cache.begin("/api/v1/nodes/a"), cache.begin("/api/v1/nodes/a")
+    cache.seen("MODIFIED", _node("a", "5"))  # both in flight: both sets {5}
+    cache.end(second, _node("a", "5"), maybe=False)
+    cache.seen("MODIFIED", _node("a", "6"))  # only the first still flies
+    cache.end(first, _node("a", "6"), maybe=False)
+    assert _versions(cache) == {"a": "6"}
