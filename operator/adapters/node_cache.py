@@ -77,7 +77,9 @@ class NodeCache:
             if self._listed is not None:
                 self._nodes, self._listed = self._listed, None
             began = self._list_began
-            later = {n: {v: t for v, t in e.items() if t >= began} for n, e in self._expected.items()}
+            later = {
+                n: {v: t for v, t in e.items() if t >= began} for n, e in self._expected.items()
+            }
             self._expected = {n: e for n, e in later.items() if e}
             if self._distrusted is not None and self._distrusted <= began:
                 self._distrusted = None
