@@ -11,7 +11,14 @@ edges ``step`` takes anyway).
 
 Only that case is taken. A node with pods to evict waits for the next pass as
 before, so no eviction is ever decided against a budget an earlier stage of
-the same pass has already spent. ``nodes`` must be the nodes as the cordon's
+the same pass has already spent. So does a node whose agent may still report
+on something else: ``pending`` or ``rebooting`` (mid-flight on its current
+labels), or a vGPU node without any verdict yet, whose Device Manager applies
+its default config at start-up and then reports it. Such a verdict could land
+after the new request and read as the answer to it: a ``failed`` would fail the
+new layout. The next pass requests it, a whole pass later, as before. (The MIG
+manager and Tessera's vNPU agent act only on a config label: with no verdict
+yet there is nothing they could report.) ``nodes`` must be the nodes as the cordon's
 write returned them; ``pods`` their pods listed after it.
 """
 
@@ -21,11 +28,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from tessera.api.constants import VGPU_CONFIG_STATE_LABEL
 from tessera.api.v1alpha1.common import RolloutSpec
 
 from . import actions as act
+from . import targets
 from .machine import Context, step
-from .state import Phase, ReportPhase
+from .state import Phase, ReportPhase, TargetSpec
 from .views import DesiredNode, NodeView, PodView
 
 
@@ -59,9 +68,18 @@ def request_layouts(
         s, d = node.state, desired.get(node.name)
         if node.name not in just_cordoned(owner, [node]) or s is None or d is None or d.invalid:
             continue
+        if _agent_busy(s.target, node):
+            continue  # its verdict on something else could land after the request
         outcome = step(ctx, node, s, d)
         if outcome.phase == ReportPhase.VERIFYING and not any(
             isinstance(a, act.Evict | act.DeletePod) for a in outcome.actions
         ):
             out.extend(outcome.emit(s))
     return tuple(out)
+
+
+def _agent_busy(target: TargetSpec, node: NodeView) -> bool:
+    state = targets.agent_state(target, node)
+    if state is None:  # never reported: only the vGPU Device Manager acts without a label
+        return target.watch == VGPU_CONFIG_STATE_LABEL
+    return state not in (targets.SUCCESS, targets.FAILED)

@@ -8,13 +8,26 @@ import pytest
 from rollout_builders import POOL, T0, desired, kinds, policy, state, written
 
 from builders.views import NEW, OLD, gpu_pod, node
-from tessera.api.constants import MIG_CONFIG_LABEL
+from tessera.api.constants import MIG_CONFIG_LABEL, VGPU_CONFIG_LABEL, VGPU_CONFIG_STATE_LABEL
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.recount import just_cordoned, request_layouts
-from tessera.domain.rollout.state import Phase
+from tessera.domain.rollout.state import Phase, TargetSpec
 from tessera.domain.rollout.views import DesiredNode, NodeView, PodView
 
 CORDONED = state(Phase.CORDONED)
+VGPU_TYPES = {"nvidia.com/NVIDIA_A100D-20C": 16}
+VGPU = DesiredNode(
+    target="tessera-vms-1",
+    labels={VGPU_CONFIG_LABEL: "tessera-vms-1"},
+    watch_label=VGPU_CONFIG_STATE_LABEL,
+    expected_allocatable=VGPU_TYPES,
+)
+VGPU_CORDONED = replace(
+    CORDONED,
+    target=TargetSpec(
+        "tessera-vms-1", {VGPU_CONFIG_LABEL: "tessera-vms-1"}, VGPU_CONFIG_STATE_LABEL, VGPU_TYPES
+    ),
+)
 HELD = {"cordoned": True, "tainted": True}  # as the cordon's write returned the node
 
 
@@ -55,6 +68,27 @@ CASES = {
         [node(st=CORDONED, **HELD)], [], desired={"gpu-1": desired(invalid="no room")}
     ),
     "left the pool: the next pass releases it": Case([node(st=CORDONED, **HELD)], [], desired={}),
+    "the agent is mid-flight (pending): its verdict could land after the request": Case(
+        [node(st=CORDONED, agent="pending", **HELD)], []
+    ),
+    "the MIG manager has said nothing yet (a fresh node): nothing it could report": Case(
+        [node(st=CORDONED, agent=None, **HELD)],
+        ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"],
+    ),
+    "a fresh vGPU node: its Device Manager reports its start-up default": Case(
+        [replace(node(st=VGPU_CORDONED, agent=None, **HELD), labels={})],
+        [],
+        desired={"gpu-1": VGPU},
+    ),
+    "a vGPU node that reported: settled": Case(
+        [replace(node(st=VGPU_CORDONED, **HELD), labels={VGPU_CONFIG_STATE_LABEL: "failed"})],
+        ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"],
+        desired={"gpu-1": VGPU},
+    ),
+    "the agent failed the current labels: settled, the request goes out": Case(
+        [node(st=CORDONED, agent="failed", **HELD)],
+        ["SetNodeState:Verifying", "SetNodeLabels:gpu-1"],
+    ),
     "two nodes, one empty: only that one": Case(
         [node("gpu-1", st=CORDONED, **HELD), node("gpu-2", st=CORDONED, **HELD)],
         ["SetNodeState:Verifying", "SetNodeLabels:gpu-2"],
