@@ -36,7 +36,8 @@ HUMAN = {
 
 
 def _vgpu_node(name: str, pool: str) -> dict[str, Any]:
-    """A VM node with two A100 PCIe 40GB boards, as the GPU Operator labels a vm-vgpu node."""
+    """A VM node with two A100 PCIe 40GB boards, as the GPU Operator labels a vm-vgpu node
+    once its vGPU Device Manager has started."""
     node = fleet.node_manifest(fleet.NodeSpec(name, "A100-40GB", devices=2, pool=pool))
     labels = node["metadata"]["labels"]
     for key in [k for k in labels if k.startswith("nvidia.com/")]:
@@ -45,6 +46,8 @@ def _vgpu_node(name: str, pool: str) -> dict[str, Any]:
         c.GPU_PRODUCT_LABEL: "NVIDIA-A100-PCIE-40GB",
         c.GPU_COUNT_LABEL: "2",
         c.GPU_WORKLOAD_CONFIG_LABEL: "vm-vgpu",
+        # the Device Manager's verdict on its start-up default: Tessera waits for one
+        c.VGPU_CONFIG_STATE_LABEL: "success",
     }
     node["status"]["allocatable"].pop("nvidia.com/gpu", None)
     node["status"]["capacity"] = dict(node["status"]["allocatable"])

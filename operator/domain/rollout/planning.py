@@ -222,6 +222,12 @@ def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> No
     elif targets.waiting_for_driver(target, node):  # not drift: nothing to check it against
         msg = f"layout {d.target} requested; {node.name} publishes no complete pool of {DRIVER}"
         acc.report(node.name, d, ReportPhase.UPDATED, msg, no_driver=True)
+    elif targets.agent_unheard(target, node):  # its first verdict could answer our request
+        msg = (
+            f"not started: the vGPU Device Manager on {node.name} has not reported yet "
+            f"({target.watch} unset)"
+        )
+        acc.report(node.name, d, ReportPhase.PENDING, msg)
     elif not targets.driver_present(target, node):  # its new devices could never be verified
         msg = (
             f"not started: layout {d.target} differs, but {node.name} has no complete "

@@ -28,7 +28,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from tessera.api.constants import VGPU_CONFIG_STATE_LABEL
 from tessera.api.v1alpha1.common import RolloutSpec
 
 from . import actions as act
@@ -81,5 +80,5 @@ def request_layouts(
 def _agent_busy(target: TargetSpec, node: NodeView) -> bool:
     state = targets.agent_state(target, node)
     if state is None:  # never reported: only the vGPU Device Manager acts without a label
-        return target.watch == VGPU_CONFIG_STATE_LABEL
+        return targets.agent_unheard(target, node)
     return state not in (targets.SUCCESS, targets.FAILED)

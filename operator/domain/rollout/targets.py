@@ -40,6 +40,13 @@ def agent_state(target: TargetSpec, node: NodeView) -> str | None:
     return node.labels.get(target.watch) if target.watch else SUCCESS
 
 
+def agent_unheard(target: TargetSpec, node: NodeView) -> bool:
+    """A vGPU node whose Device Manager has not reported yet: at start-up it applies its
+    default config and then sets the state label (docs/facts/vgpu.md §Labels and states), so
+    a layout requested before that could be answered by its verdict on the default."""
+    return target.watch == constants.VGPU_CONFIG_STATE_LABEL and target.watch not in node.labels
+
+
 # The sandbox device plugin names a vGPU resource after the driver's mdev type name:
 # ``NVIDIA <type>`` on current drivers, ``GRID <type>`` on older ones (docs/facts/vgpu.md).
 VGPU_NAMES = ("nvidia.com/NVIDIA_", "nvidia.com/GRID_")

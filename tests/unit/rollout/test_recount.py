@@ -128,3 +128,16 @@ def test_just_cordoned_names_only_this_pools_cordoned_nodes() -> None:
         node("d"),
     ]
     assert just_cordoned(POOL, nodes) == ["a"]
+
+
+def test_a_vgpu_node_is_not_admitted_before_its_device_manager_reported() -> None:
+    """Its start-up verdict on the default config could otherwise answer the request."""
+    from tessera.domain.rollout.planning import plan
+
+    fresh = replace(node(), labels={})
+    waiting = plan(POOL, policy(), {"gpu-1": VGPU}, [fresh], [], [], T0)
+    assert kinds(waiting.actions) == []
+    assert "has not reported yet" in waiting.nodes[0].message
+    reported = replace(fresh, labels={VGPU_CONFIG_STATE_LABEL: "failed"})
+    admitted = plan(POOL, policy(), {"gpu-1": VGPU}, [reported], [], [], T0)
+    assert "Cordon:gpu-1" in kinds(admitted.actions)
