@@ -36,7 +36,7 @@ def follower(
 
     def follow(name: str, node: Obj) -> None:
         seen = view(node)
-        if not recount.just_cordoned(owner_id, [seen]) or stopping():
+        if not recount.just_cordoned(owner_id, seen) or stopping():
             return
         try:
             pods = driver.pods_on(ctx, [name])

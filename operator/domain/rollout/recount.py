@@ -25,7 +25,7 @@ write returned them; ``pods`` their pods listed after it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from tessera.api.v1alpha1.common import RolloutSpec
@@ -37,16 +37,10 @@ from .state import Phase, ReportPhase, TargetSpec
 from .views import DesiredNode, NodeView, PodView
 
 
-def just_cordoned(owner: str, nodes: Iterable[NodeView]) -> list[str]:
-    """The nodes ``owner`` holds in Cordoned: those whose pods the recount lists."""
-    return sorted(
-        n.name
-        for n in nodes
-        if n.state is not None
-        and n.state.owner == owner
-        and n.state.phase == Phase.CORDONED
-        and not n.state.rolled_back
-    )
+def just_cordoned(owner: str, node: NodeView) -> bool:
+    """Whether ``owner`` holds ``node`` in Cordoned: a node whose pods the recount lists."""
+    s = node.state
+    return s is not None and s.owner == owner and s.phase == Phase.CORDONED and not s.rolled_back
 
 
 def request_layouts(
@@ -65,7 +59,7 @@ def request_layouts(
     out: list[act.Action] = []
     for node in sorted(nodes, key=lambda n: n.name):
         s, d = node.state, desired.get(node.name)
-        if node.name not in just_cordoned(owner, [node]) or s is None or d is None or d.invalid:
+        if not just_cordoned(owner, node) or s is None or d is None or d.invalid:
             continue
         if _agent_busy(s.target, node):
             continue  # its verdict on something else could land after the request

@@ -127,7 +127,7 @@ def test_just_cordoned_names_only_this_pools_cordoned_nodes() -> None:
         node("c", st=replace(CORDONED, owner="NodePoolGeometry/x")),
         node("d"),
     ]
-    assert just_cordoned(POOL, nodes) == ["a"]
+    assert [n.name for n in nodes if just_cordoned(POOL, n)] == ["a"]
 
 
 def test_a_vgpu_node_is_not_admitted_before_its_device_manager_reported() -> None:
