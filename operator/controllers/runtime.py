@@ -24,6 +24,7 @@ from tessera.adapters.sharing import Shared
 from tessera.api import constants as c
 from tessera.domain import cluster, failures
 from tessera.domain.idle import slim_node
+from tessera.domain.quota.settling import Record
 from tessera.domain.rollout import PodView
 
 from .skipping import FULL_PASS_RESYNCS, NodeChanges, Passes
@@ -113,6 +114,9 @@ class Context:
     events: EventRecorder = field(init=False)
     streaks: Streaks = field(default_factory=Streaks)
     passes: Passes = field(init=False)
+    quota_activity: dict[str, Record] = field(default_factory=dict)
+    """What each TenantQuota's previous pass saw its namespaces use (``quota.settling``). Lost
+    on restart, and possibly stale (a tenant deleted and re-created): either only delays moves."""
 
     def __post_init__(self) -> None:
         self.events = EventRecorder(self.kube)

@@ -35,9 +35,6 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods are never charged
 FAST_REQUEUE = 0.5  # waiting for the quota controller to confirm a wave
 log = logging.getLogger("tessera.tenantquota")
-# What each TenantQuota's previous pass saw its namespaces use (``settling``). Lost on
-# restart, and possibly stale (a tenant deleted and re-created): either only delays moves.
-_ACTIVITY: dict[str, settling.Record] = {}
 _KIND = skeleton.Kind(
     KIND,
     PLURAL,
@@ -98,7 +95,7 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
 
 def finalize(ctx: Context, name: str) -> bool:
     """Remove exactly this tenant's ResourceQuotas (never anyone else's)."""
-    _ACTIVITY.pop(name, None)
+    ctx.quota_activity.pop(name, None)
     for quota in ctx.kube.list("/api/v1/resourcequotas", label_selector=objects.selector()):
         seen = objects.read(quota)
         if seen is not None and seen.tenant == name:
@@ -158,7 +155,9 @@ def _busy(
     now = settling.usage(
         name, namespaces, counts(spec.total or {}, what="spec.total"), seen, present
     )
-    busy, _ACTIVITY[name] = settling.busy(_ACTIVITY.get(name, {}), now, ctx.clock())
+    busy, ctx.quota_activity[name] = settling.busy(
+        ctx.quota_activity.get(name, {}), now, ctx.clock()
+    )
     return busy
 
 

@@ -44,8 +44,9 @@ def _samples(kube: Kube) -> list[demo.Row]:
     return [r for r in demo.rows(kube) if (r.kind, r.name) in SAMPLES]
 
 
-def _converge(kube: Kube) -> list[demo.Row]:
-    """Wait until every sample is Ready; fail showing the progress table if not."""
+def _converge(kube: Kube, operator: OperatorProcess) -> list[demo.Row]:
+    """Wait until every sample is Ready; fail showing the progress table and, for each pool
+    not Ready, what its nodes' agents say and what the operator logged of it."""
 
     def converged() -> list[demo.Row] | None:
         rows = _samples(kube)
@@ -54,7 +55,23 @@ def _converge(kube: Kube) -> list[demo.Row]:
     try:
         return eventually(converged, DEADLINE, "every sample Ready")
     except AssertionError as err:
-        raise AssertionError(f"{err}\n{demo.table(_samples(kube))}") from None
+        rows = _samples(kube)
+        stuck = [_pool_story(kube, operator, r.name) for r in rows if r.kind == "NodePoolGeometry"
+                 and r.ready != "True"]  # fmt: skip
+        raise AssertionError("\n".join([str(err), demo.table(rows), *stuck])) from None
+
+
+def _pool_story(kube: Kube, operator: OperatorProcess, name: str) -> str:
+    """A pool's nodes with their agents' labels, then the operator's last lines naming it."""
+    npg = kube.get(f"/apis/tessera.io/v1alpha1/nodepoolgeometries/{name}")
+    selector = ",".join(f"{k}={v}" for k, v in npg["spec"]["nodeSelector"]["matchLabels"].items())
+    lines = [f"-- {name}: status {npg.get('status')}"]
+    for node in kube.list("/api/v1/nodes", label_selector=selector):
+        labels = node["metadata"].get("labels") or {}
+        agent = {k: v for k, v in labels.items() if ".config" in k or "tessera" in k}
+        lines.append(f"   {node['metadata']['name']}: {agent} {node['spec'].get('taints')}")
+    named = [line for line in operator.log().splitlines() if name in line]
+    return "\n".join([*lines, f"-- operator log, last lines naming {name}:", *named[-25:]])
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +95,7 @@ def test_demo_scenario_converges_without_errors(
     assert demo.build(kube) == []  # a rerun creates nothing and resets no node
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
 
-    rows = _converge(kube)
+    rows = _converge(kube, operator)
     elapsed = time.monotonic() - started
     h100 = next(r for r in rows if r.name == "h100-inference")
     assert (h100.ready, h100.progress) == ("True", "4/4 nodes"), demo.table(rows)
@@ -122,7 +139,7 @@ def test_the_serving_workloads_are_placed_by_the_scheduler_on_their_pools_and_ru
     """What `make demo` runs once the samples are Ready: the walkthrough's pods to evict."""
     demo.build(kube)
     kubectl.ok("apply", "-k", str(ROOT / "config" / "samples"))
-    _converge(kube)
+    _converge(kube, operator)
     workloads.apply(kube)
     assert workloads.apply(kube) == []  # a rerun creates nothing
     pods = eventually(lambda: workloads.all_running(kube), 60, "every serving replica Running")
