@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devcluster import fleet, identity
+from devcluster import fleet, identity, watchdog
 from devcluster.controlplane import ControlPlane, find_binaries
 from devcluster.scheduling import Scheduling, find_kwok
 from tessera.adapters.kube import ApiError, Kube, path_of
@@ -76,7 +76,9 @@ def control_plane() -> Iterator[tuple[ControlPlane, Kube]]:
                 kube.create("/api/v1/namespaces", {"metadata": {"name": ns}})
         subprocess.run([*kubectl, "apply", "-f", str(ROOT / "config/agent/namespace.yaml")], check=True, capture_output=True)  # fmt: skip
         subprocess.run([*kubectl, "apply", "-k", str(ROOT / "config/rbac")], check=True, capture_output=True)  # fmt: skip
-        yield plane, kube
+        # Every wait fails at once, naming the component and its log tail, when one has died.
+        with watchdog.watching(plane.check_alive):
+            yield plane, kube
     finally:
         kube.close()
         plane.stop()
@@ -302,6 +304,7 @@ def wait_until(
     is a poll that found nothing yet."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
+        watchdog.check()
         try:
             if probe():
                 return time.monotonic() - start

@@ -29,7 +29,7 @@ import yaml
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
 
-from . import schedulers
+from . import schedulers, watchdog
 
 MANIFEST = Path(__file__).with_name("soft_slicing.yaml")
 POOL, NAMESPACE, RUNTIME_CLASS = "ascend-310p-soft", "inference", "ascend"
@@ -130,6 +130,7 @@ def wait(kube: Kube, kubectl: Sequence[str], timeout: float, grace: float = 20.0
     did (the others wait for parts this branch lacks); or at ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
+        watchdog.check()
         found = checks(kube, kubectl)
         now = time.monotonic()
         if all(x.ok for x in found) or now > deadline:

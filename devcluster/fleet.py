@@ -18,7 +18,7 @@ from typing import Any
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
-from . import hardware
+from . import hardware, watchdog
 from .scheduling import KWOK_ANNOTATION
 
 SIMULATED_LABEL = "sim.tessera.io/simulated"
@@ -114,6 +114,7 @@ def wait_schedulable(kube: Kube, names: Iterable[str], timeout: float = READY_TI
     pending = set(names)
     deadline = time.monotonic() + timeout
     while pending:
+        watchdog.check()
         pending = {name for name in pending if not _schedulable(kube, name)}
         if not pending:
             return
@@ -202,6 +203,7 @@ def daemonset_pod(
     pods = path_of("v1", "pods", namespace=namespace)
     deadline = time.monotonic() + timeout
     while True:
+        watchdog.check()
         found = kube.list(
             pods, label_selector=label_selector, field_selector=f"spec.nodeName={node}"
         )

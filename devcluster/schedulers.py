@@ -31,7 +31,7 @@ from typing import Any
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
 
-from . import fleet
+from . import fleet, watchdog
 from .scheduler_texts import HAMI_DEVICE_CONFIG, VOLCANO_CONF
 from .scheduling import KWOK_ANNOTATION
 
@@ -179,6 +179,7 @@ def wait_running(kube: Kube, namespace: str, deployment: str, timeout: float = 6
     """
     deadline = time.monotonic() + timeout
     while True:
+        watchdog.check()
         obj = kube.get(path_of("apps/v1", "deployments", deployment, namespace))
         status = obj.get("status") or {}
         running = [p for p in pods(kube, namespace, deployment) if _running(p)]
@@ -195,7 +196,10 @@ def wait_running(kube: Kube, namespace: str, deployment: str, timeout: float = 6
 
 def _wait(probe: Any, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while not probe():
+    while True:
+        watchdog.check()
+        if probe():
+            return
         if time.monotonic() > deadline:
             raise TimeoutError(f"no {what} after {timeout:.0f}s")
         time.sleep(0.1)  # polling the API with a deadline

@@ -16,6 +16,8 @@ import yaml
 
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 
+from . import watchdog
+
 MANIFEST = Path(__file__).with_name("serving.yaml")
 NAMESPACE = "ml"
 # kind -> (API group/version, plural)
@@ -89,6 +91,7 @@ def wait_running(kube: Kube, timeout: float) -> list[Obj] | None:
     """Poll until :func:`all_running` or the deadline; None when it passed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        watchdog.check()
         found = all_running(kube)
         if found:
             return found

@@ -8,13 +8,15 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from builders import DeploymentWrapper, NamespaceWrapper, NodeWrapper, PdbWrapper
+from devcluster import watchdog
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 
 T = TypeVar("T")
-# Checks every wait runs first: the session's control plane registers one that raises, naming
-# the component (kube-scheduler, KWOK …) and its log tail, when a component has died — so a
-# test fails at once instead of waiting out its deadline for something that cannot happen.
-WATCHDOGS: list[Callable[[], None]] = []
+# Checks every wait runs first, the dev cluster's own waits included (``devcluster.watchdog``):
+# the session's control plane registers one that raises, naming the component (kube-scheduler,
+# KWOK …) and its log tail, when a component has died — so a test fails at once instead of
+# waiting out its deadline for something that cannot happen.
+WATCHDOGS: list[Callable[[], None]] = watchdog.CHECKS
 
 
 def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
@@ -22,8 +24,7 @@ def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str =
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
-        for watchdog in WATCHDOGS:
-            watchdog()
+        watchdog.check()
         last = probe()
         if last:
             return last

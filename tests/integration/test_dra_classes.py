@@ -277,6 +277,8 @@ def test_kube_scheduler_allocates_a_claim_of_a_tessera_class(
         },
     }
     kube.create(path_of("resource.k8s.io/v1", "resourceclaims", namespace="dra-work"), claim)
+    # A bare pod, placed by kube-scheduler: the test is about one named claim's allocation
+    # against the class, which the replicas of a Deployment would all share.
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

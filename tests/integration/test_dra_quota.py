@@ -177,7 +177,10 @@ def test_a_pods_template_claim_over_the_limit_waits_until_a_pod_is_deleted(
 
 
 def _pod(name: str) -> dict[str, Any]:
-    """A pod whose claim comes from template one-slice; no node carries its pool: Pending."""
+    """A pod whose claim comes from template one-slice; no node carries its pool: Pending.
+
+    Bare, not a Deployment's: the test follows each pod's own claim and its quota refusal by
+    the pod's name, and deleting ``first`` must free its claim rather than bring a replica."""
     spec = DeploymentWrapper(name).pool(NO_NODES).obj()["spec"]["template"]["spec"]
     spec["resourceClaims"] = [{"name": "mig", "resourceClaimTemplateName": "one-slice"}]
     spec["containers"][0]["resources"] = {"claims": [{"name": "mig"}]}

@@ -9,7 +9,7 @@ node is deleted), so the test plays a hung kubelet the way KWOK itself recognise
 holder owns the node's Lease, KWOK stops renewing it and leaves the node (and its pods) alone;
 giving the Lease back lets KWOK take the node over again and report it Ready.
 
-What the README promises ("What a rollout holds, and when"): the budget counts every node that
+What docs/geometry.md promises ("What a rollout holds, and when", linked from the README): the budget counts every node that
 is NotReady, and when NotReady nodes use up the budget the pool stays ``Reconciling`` and names
 them; Tessera does not start (cordon, taint, drain) a NotReady node.
 """

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from builders import DeploymentWrapper
-from devcluster import fleet, gpunode
+from devcluster import fleet, gpunode, workloads
 from devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
 from devcluster.fleet import publish_devices
 from devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
@@ -282,8 +282,9 @@ def test_kwok_keeps_the_mig_resources_and_labels_the_gpu_simulators_published(
 @pytest.mark.parametrize("component", ["kube-scheduler", "kwok"])
 def test_a_component_that_dies_fails_the_wait_naming_it_with_its_log(component: str) -> None:
     """The suite's own mechanism: a plane's check registered in ``helpers.WATCHDOGS`` (as the
-    session's ``control_plane`` fixture registers its own) makes any ``eventually`` fail at
-    once, naming the dead component with its log tail, long before its deadline."""
+    session's ``control_plane`` fixture registers its own) makes any ``eventually``, and the
+    dev cluster's own waits (nodes Ready, a Deployment running), fail at once, naming the dead
+    component with its log tail, long before their deadlines."""
     with ControlPlane(find_binaries(), scheduling=Scheduling(find_kwok())) as plane:
         watchdog = partial(plane.check_alive, "kube-scheduler", "kwok", "kube-controller-manager")
         WATCHDOGS.append(watchdog)
@@ -294,7 +295,13 @@ def test_a_component_that_dies_fails_the_wait_naming_it_with_its_log(component: 
                 ControlPlaneError, match=f"^{component} exited with -9; see "
             ) as err:
                 eventually(lambda: None, 300, "something that never comes")
-            assert time.monotonic() - started < 60, "the wait ran towards its deadline"
+            kube = Kube.from_kubeconfig(str(plane.kubeconfig))
+            node = fleet.pool("watched", "H100-80GB", 1)
+            with pytest.raises(ControlPlaneError, match=f"^{component} exited with -9; see "):
+                fleet.create_nodes(kube, node)  # KWOK would make it Ready
+            with pytest.raises(ControlPlaneError, match=f"^{component} exited with -9; see "):
+                workloads.wait_running(kube, 300)
+            assert time.monotonic() - started < 60, "a wait ran towards its deadline"
         finally:
             WATCHDOGS.remove(watchdog)
         last_line = plane.log(component).read_text().splitlines()[-1]

@@ -86,6 +86,7 @@ def test_a_restart_whose_new_pod_cannot_start_stays_pending(kube: Kube) -> None:
     namespace(kube, ns)
     _create(kube, _configmap(ns, VOLCANO_CM, c.VOLCANO_SCHEDULER_CONFIGMAP_KEY, CONF))
     deployment = _deployment(ns, SCHEDULER, "volcanosh/vc-scheduler:v1.16.0")
+    # Pinned: this test is about a restart whose node is cordoned, so the pod must run on it.
     deployment["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     _create(kube, deployment)
     wait_running(kube, ns, SCHEDULER, 1)
