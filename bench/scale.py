@@ -111,6 +111,19 @@ def quiet(meter: WriteMeter, operator: Operator, seconds: float = 5.0) -> None:
             return
 
 
+def idle(
+    meter: WriteMeter, operator: Operator
+) -> tuple[float, dict[str, int], dict[tuple[str, str], int]]:
+    """The converged cluster left alone: the operator's CPU seconds, the writes by resource
+    and by writer."""
+    meter.reset()
+    cpu0 = operator.cpu_seconds()
+    time.sleep(IDLE_SECONDS)  # the measured window itself
+    cpu = operator.cpu_seconds() - cpu0
+    say(f"idle {IDLE_SECONDS} s: operator CPU {cpu:.2f} s")
+    return cpu, meter.per_resource(), dict(meter.by_writer)
+
+
 def workloads(kube: Kube) -> float:
     """The Deployments, spread over the namespaces; the seconds until every replica is Ready."""
     spaces = [f"bench-{i}" for i in range(NAMESPACES)]
@@ -142,6 +155,7 @@ def main() -> None:
         names = [f"scale-{i}" for i in range(NODES)]
         nodes_s, pods_s = cluster(kube)
         operator = Operator(plane).start()
+        say(f"operator started, its log: {operator.log}")
         try:
             with WriteMeter(kube, WATCHED) as meter:
                 kube.create(SP, policy("warm-up", "nothing"))  # the operator is up and watching
@@ -152,6 +166,7 @@ def main() -> None:
 
                 meter.reset()
                 floor_s = raw_floor(str(plane.kubeconfig), names)
+                say(f"raw floor: {NODES:,} patches in {floor_s:.1f} s")
                 wait_until(
                     lambda: meter.per_resource().get("/api/v1/nodes", 0) >= NODES, 600, "floor"
                 )
@@ -170,16 +185,12 @@ def main() -> None:
                 kube.create(SP, policy("scale", "scale"))
                 wait_until(lambda: len(labelled) >= NODES, 1800, "labels on every node")
                 converge_s = time.monotonic() - start
+                say(f"label change converged in {converge_s:.1f} s")
                 quiet(meter, operator)
                 node_writes = meter.per_resource().get("/api/v1/nodes", 0)
                 change_writes = meter.total
 
-                meter.reset()
-                cpu0 = operator.cpu_seconds()
-                time.sleep(IDLE_SECONDS)  # the measured window itself
-                idle_cpu = operator.cpu_seconds() - cpu0
-                idle_writes = meter.per_resource()
-                idle_writers = dict(meter.by_writer)
+                idle_cpu, idle_writes, idle_writers = idle(meter, operator)
 
             kube.patch(f"{SP}/scale", {"metadata": {"annotations": {"bench.tessera.io/poke": "1"}}})
             with WriteMeter(kube, ("/api/v1/nodes",)) as settle:

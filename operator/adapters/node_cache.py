@@ -125,6 +125,19 @@ class NodeCache:
         with self._changed:
             self._distrust()
 
+    def settle(self, wait_s: float = 1.0) -> bool:
+        """Wait up to ``wait_s`` until the watch has delivered each write of this process;
+        whether it has. Nothing is served nor distrusted: a pass that is about to count Node
+        changes calls it first, so that its own writes are already counted."""
+        deadline = self._clock() + wait_s
+        with self._changed:
+            while self._expected:
+                left = deadline - self._clock()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
     def snapshot(self, wait_s: float = 1.0) -> list[Obj] | None:
         """Every node, once each write of this process is seen (waiting up to ``wait_s``);
         ``None``: list them afresh. The nodes are shared: read-only."""

@@ -65,6 +65,11 @@ class NodeWatch:
             return None
         return self.cache.snapshot()
 
+    def settle(self) -> None:
+        """Return once the watch has delivered this process's Node writes (at most 1 s)."""
+        if self.cache is not None and self.following():
+            self.cache.settle()
+
     def subscribe(self, listener: Listener) -> None:
         """``listener`` is called on the watch's thread."""
         with self._lock:

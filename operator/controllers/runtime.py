@@ -123,7 +123,8 @@ class Context:
         full_every = FULL_PASS_RESYNCS * self.settings.resync_seconds
         watch = self.node_watch
         following = watch.following if watch is not None else (lambda: True)
-        self.passes = Passes(self.node_changes, full_every, following=following)
+        settle = watch.settle if watch is not None else (lambda: None)
+        self.passes = Passes(self.node_changes, full_every, following=following, settle=settle)
 
 
 def custom_path(plural: str, name: str = "") -> str:

@@ -40,26 +40,33 @@ class Passes:
         full_every: float,
         clock: Callable[[], float] = time.monotonic,
         following: Callable[[], bool] = lambda: True,
+        settle: Callable[[], None] = lambda: None,
     ) -> None:
         self._nodes = nodes
         self._following = following  # whether the watch counting Node changes sees them now
+        self._settle = settle  # waits until the watch has counted this process's own writes
         self._full_every = full_every
         self._clock = clock
         self._last: dict[Hashable, idle.Converged] = {}
-        self._busy: set[Hashable] = set()  # objects whose last pass did not converge
+        self._unsettled: dict[Hashable, int] = {}  # passes in a row that did not converge
         self._lock = threading.Lock()
 
     def inputs(self, key: Hashable, read: Callable[[], tuple[Hashable, ...]]) -> idle.Inputs | None:
         """The summary of a pass's inputs: the Node counter first (read before anything the
         pass lists), then what ``read`` returns; None when no watch counts Node changes, or
         the one that does is down or re-listing after an error (a change may go uncounted).
-        Not read either after a pass that did not converge (a rollout under way): the pass
-        after one converged reads them (one full pass more), and only the next can be
-        skipped — a rollout's passes no longer pay those reads each time."""
+
+        Not read after two passes in a row that did not converge (a rollout under way): its
+        passes no longer pay those reads each time; the pass after it ends reads them (one
+        full pass more), and only the next can be skipped. After one such pass they are
+        read: a change that one pass writes and the next finds done (labels, configs) then
+        needs no full pass more. The Node counter is read once the watch has counted this
+        process's own Node writes (``settle``), so that they do not look like a change."""
         with self._lock:
-            busy = key in self._busy
+            busy = self._unsettled.get(key, 0) >= 2
         if busy or self._nodes is None or not self._following():
             return None
+        self._settle()
         count = self._nodes.count
         return (count, *read())
 
@@ -76,14 +83,14 @@ class Passes:
             else:
                 self._last.pop(key, None)
             if converged:
-                self._busy.discard(key)
+                self._unsettled.pop(key, None)
             else:
-                self._busy.add(key)
+                self._unsettled[key] = self._unsettled.get(key, 0) + 1
 
     def forget(self, key: Hashable) -> None:
         with self._lock:
             self._last.pop(key, None)
-            self._busy.discard(key)
+            self._unsettled.pop(key, None)
 
 
 def version(kube: Kube, path: str) -> str | None:

@@ -94,7 +94,7 @@ def test_passes_skip_only_after_a_converged_pass_with_the_same_inputs() -> None:
     assert not passes.skip(key, moved)
 
 
-def test_after_a_busy_pass_inputs_are_not_read_until_one_converged() -> None:
+def test_after_two_busy_passes_inputs_are_not_read_until_one_converged() -> None:
     """A rollout's passes never converge: reading their inputs each time was wasted."""
     passes = Passes(NodeChanges(), full_every=100.0, clock=lambda: 0.0)
     key, reads = ("NodePoolGeometry", "a"), []
@@ -104,15 +104,36 @@ def test_after_a_busy_pass_inputs_are_not_read_until_one_converged() -> None:
         return ("rv-1",)
 
     passes.done(key, passes.inputs(key, read), converged=False)  # a rollout pass
+    passes.done(key, passes.inputs(key, read), converged=False)  # and another
     busy = passes.inputs(key, read)
-    assert busy is None and reads == ["read"]
+    assert busy is None and reads == ["read"] * 2
     assert not passes.skip(key, busy)
     passes.done(key, busy, converged=True)  # the rollout finished: nothing to compare with
     calm = passes.inputs(key, read)
     assert calm is not None and not passes.skip(key, calm)  # one full pass more
     passes.done(key, calm, converged=True)
     assert passes.skip(key, passes.inputs(key, read))
-    assert reads == ["read"] * 3
+    assert reads == ["read"] * 4
+
+
+def test_a_change_one_pass_writes_and_the_next_finds_done_needs_no_full_pass_more() -> None:
+    """A label change: a pass writes every node, the next converges. Its inputs are read,
+    with the Node counter taken once the watch has counted those writes (``settle``), so
+    the resync after it is skipped — 10,000 nodes are not planned again for nothing."""
+    nodes, reads = NodeChanges(), []
+
+    def settle() -> None:
+        reads.append("settle")
+        for _ in range(3):
+            nodes.bump()  # the watch delivers the writes of the pass before
+
+    passes = Passes(nodes, full_every=100.0, clock=lambda: 0.0, settle=settle)
+    key = ("SharingPolicy", "a")
+    passes.done(key, passes.inputs(key, lambda: ("rv-1",)), converged=False)  # it wrote
+    after = passes.inputs(key, lambda: ("rv-1",))
+    assert after == (6, "rv-1") and reads == ["settle", "settle"]
+    passes.done(key, after, converged=True)
+    assert passes.skip(key, (6, "rv-1"))  # the resync: nothing moved since
 
 
 def test_without_a_node_watch_nothing_is_read_and_nothing_skipped() -> None:

@@ -231,3 +231,12 @@ def test_concurrent_writes_to_one_node_each_end_their_own_flight() -> None:
     cache.seen("MODIFIED", _node("a", "6"))  # only the first still flies
     cache.end(first, _node("a", "6"), maybe=False)
     assert _versions(cache) == {"a": "6"}
+
+
+def test_settle_waits_for_own_writes_without_serving_or_distrusting() -> None:
+    cache, _clock, relists = _cache(_node("a", "1"))
+    _write(cache, "a", "2")
+    assert not cache.settle(wait_s=0)  # not seen yet, and no time to wait
+    assert relists == []  # nor is the cache distrusted: only a snapshot's wait does that
+    cache.seen("MODIFIED", _node("a", "2"))
+    assert cache.settle(wait_s=0) and _versions(cache) == {"a": "2"}
