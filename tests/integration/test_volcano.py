@@ -304,9 +304,13 @@ def test_two_policies_disagreeing_are_both_in_conflict(kube: Kube) -> None:
     ns = "vc-clash"
     _pool(kube, "vc-clash-a")
     _pool(kube, "vc-clash-b")
-    _volcano(kube, ns)
+    namespace(kube, ns)
     _policy(kube, "vc-clash-a", "vc-clash-a", ns, policy="binpack", weight=10)
     _policy(kube, "vc-clash-b", "vc-clash-b", ns, policy="spread")
+    # Volcano comes last: until its map and Deployment exist nothing is written
+    # (WaitingForScheduler), so no pass can write a's ask before b exists, however slow the
+    # machine. (Once written, a's settings would stay: a later disagreement writes nothing.)
+    _volcano(kube, ns)
     for name, other in (("vc-clash-a", "vc-clash-b"), ("vc-clash-b", "vc-clash-a")):
         obj = _wait_reason(kube, name, "Conflict", 90)
         assert f"SharingPolicy {other} asks" in _message(obj, "Conflict")
