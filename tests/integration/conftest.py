@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import identity
+from devcluster import identity, watchdog
 from devcluster.controlplane import ControlPlane, find_binaries, free_port
 from tessera.adapters.kube import Kube
 
 from . import sweep
-from .helpers import WATCHDOGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,12 +60,9 @@ def control_plane() -> Iterator[ControlPlane]:
         kubectl.ok("api-resources", "--api-group=tessera.io")
         # Every wait fails at once, naming the component, when the scheduler or KWOK has died
         # (the API server is left out: fault tests restart it on purpose).
-        watchdog = partial(plane.check_alive, "kube-scheduler", "kwok", "kube-controller-manager")
-        WATCHDOGS.append(watchdog)
-        try:
+        alive = partial(plane.check_alive, "kube-scheduler", "kwok", "kube-controller-manager")
+        with watchdog.watching(alive):
             yield plane
-        finally:
-            WATCHDOGS.remove(watchdog)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -12,15 +12,11 @@ from devcluster import watchdog
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 
 T = TypeVar("T")
-# Checks every wait runs first, the dev cluster's own waits included (``devcluster.watchdog``):
-# the session's control plane registers one that raises, naming the component (kube-scheduler,
-# KWOK …) and its log tail, when a component has died — so a test fails at once instead of
-# waiting out its deadline for something that cannot happen.
-WATCHDOGS: list[Callable[[], None]] = watchdog.CHECKS
 
 
 def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``,
+    or at once when a component the session's control plane registered has died (``watchdog``)."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from builders import DeploymentWrapper
-from devcluster import fleet, gpunode, workloads
+from devcluster import fleet, gpunode, watchdog, workloads
 from devcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
 from devcluster.fleet import publish_devices
 from devcluster.scheduling import KWOK_ANNOTATION, Scheduling, find_kwok
@@ -29,7 +29,7 @@ from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
-from .helpers import WATCHDOGS, condition, eventually, namespace
+from .helpers import condition, eventually, namespace
 
 T = TypeVar("T")
 NODE = "kwok-gpu-1"
@@ -281,14 +281,13 @@ def test_kwok_keeps_the_mig_resources_and_labels_the_gpu_simulators_published(
 
 @pytest.mark.parametrize("component", ["kube-scheduler", "kwok"])
 def test_a_component_that_dies_fails_the_wait_naming_it_with_its_log(component: str) -> None:
-    """The suite's own mechanism: a plane's check registered in ``helpers.WATCHDOGS`` (as the
+    """The suite's own mechanism: a plane's check registered in ``devcluster.watchdog`` (as the
     session's ``control_plane`` fixture registers its own) makes any ``eventually``, and the
     dev cluster's own waits (nodes Ready, a Deployment running), fail at once, naming the dead
     component with its log tail, long before their deadlines."""
     with ControlPlane(find_binaries(), scheduling=Scheduling(find_kwok())) as plane:
-        watchdog = partial(plane.check_alive, "kube-scheduler", "kwok", "kube-controller-manager")
-        WATCHDOGS.append(watchdog)
-        try:
+        alive = partial(plane.check_alive, "kube-scheduler", "kwok", "kube-controller-manager")
+        with watchdog.watching(alive):
             os.killpg(plane.processes[component].pid, signal.SIGKILL)
             started = time.monotonic()
             with pytest.raises(
@@ -302,7 +301,5 @@ def test_a_component_that_dies_fails_the_wait_naming_it_with_its_log(component: 
             with pytest.raises(ControlPlaneError, match=f"^{component} exited with -9; see "):
                 workloads.wait_running(kube, 300)
             assert time.monotonic() - started < 60, "a wait ran towards its deadline"
-        finally:
-            WATCHDOGS.remove(watchdog)
         last_line = plane.log(component).read_text().splitlines()[-1]
         assert last_line in str(err.value)  # the tail of the component's own log
