@@ -19,6 +19,19 @@ from .common import (
 from .scheduler import SchedulerSpec, SchedulerStatus
 
 BACKENDS = ("Exclusive", "TimeSlicing", "MPS", "HAMiCore")
+PER_DEVICE_FIELD = "spec.dra.mps.defaultPerDevicePinnedMemoryLimit"
+PER_DEVICE_WHY = (
+    "cannot be set: a SharingPolicy's config goes into DeviceClasses, which apply to every "
+    "claim of the class, and NVIDIA's DRA driver fails a claim's preparation when a key names "
+    "an index beyond the claim's devices or a UUID not allocated to it (a MIG device's UUID is "
+    "not its GPU's); set defaultPinnedDeviceMemoryLimit (every device of a claim), or "
+    "per-device limits in the opaque config of a ResourceClaim or ResourceClaimTemplate "
+    "(docs/dra.md)"
+)
+PER_DEVICE_IN_CLASS = f"{PER_DEVICE_FIELD} {PER_DEVICE_WHY}"
+"""The CRD's message for per-device pinned-memory keys in a class-level config; its twins:
+``domain.manifest_rules`` (``tessera plan``) and ``domain.dra.sharing`` (a policy stored before
+the rule existed)."""
 Backend = Literal["Exclusive", "TimeSlicing", "MPS", "HAMiCore"]
 
 
@@ -113,13 +126,17 @@ class DraMps(ApiModel):
         description="Pinned device memory per client on every device of a claim, e.g. 10Gi "
         "(at least 1Mi).",
     )
+    # Kept in the schema so that a policy stored before the rule keeps its keys (a field
+    # removed from a CRD is pruned silently: the limits would vanish with the class Ready);
+    # such a policy is refused by the operator, naming the field (domain.dra.sharing).
     default_per_device_pinned_memory_limit: dict[str, str] = Field(
         default_factory=dict,
-        description='Per device of a claim (index "0" or a GPU UUID): a limit that overrides '
-        "the default.",
+        description="Refused (must be empty): per-device limits belong in a ResourceClaim's or "
+        "ResourceClaimTemplate's opaque config, not in a DeviceClass (see docs/dra.md).",
         json_schema_extra={
             "maxProperties": 16,
             "additionalProperties": {"type": "string", "pattern": QUANTITY_PATTERN},
+            **validations(cel("size(self) == 0", PER_DEVICE_IN_CLASS)),
         },
     )
 

@@ -26,6 +26,7 @@ from tessera.api.v1alpha1.common import (
     RESOURCE_NAME_PATTERN,
     VNPU_TEMPLATE_PATTERN,
 )
+from tessera.api.v1alpha1.sharingpolicy import PER_DEVICE_IN_CLASS
 
 Spec = Mapping[str, Any]
 Broken = tuple[str, str]  # (field under spec, the CRD's message)
@@ -70,7 +71,7 @@ def messages() -> frozenset[str]:
     fixed = {MAX_UNAVAILABLE, MIG_XOR_VNPU, ONE_ALL, SELECTOR_XOR_POOL, SOME_LIMIT, _RESOURCES[1]}
     fixed |= {DRA_ONLY_FOR_DRA, DRA_NOT_ASCEND, DRA_MIXED_ONLY, DRA_NEEDS_POOL, DRA_NO_HAMI}
     fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
-    fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA}
+    fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA, PER_DEVICE_IN_CLASS}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
     blocks |= {_dra_block_message(block, backend) for block, backend in DRA_BLOCKS}
     return frozenset({*fixed, *blocks, *(message for _, message in _KEYS.values())})
@@ -164,6 +165,9 @@ def _sharing(spec: Spec) -> Iterator[Broken]:
         for block, backend in DRA_BLOCKS:
             if block in (dra or {}) and spec.get("backend") != backend:
                 yield f"dra.{block}", _dra_block_message(block, backend)
+        mps = (dra or {}).get("mps") if isinstance(dra, Mapping) else None
+        if isinstance(mps, Mapping) and mps.get("defaultPerDevicePinnedMemoryLimit"):
+            yield "dra.mps.defaultPerDevicePinnedMemoryLimit", PER_DEVICE_IN_CLASS
     yield from _scheduler(spec)
     yield from _rollout(spec)
 

@@ -10,27 +10,40 @@ any class is written:
 * a strategy whose driver feature gate is off on the pool (``spec.dra.featureGates``);
 * an interval other than Default, Short, Medium, Long;
 * ``defaultActiveThreadPercentage`` outside 0..100;
-* a pinned-memory limit under 1Mi (or not a quantity);
-* a per-device key that is neither a device index nor a GPU UUID;
+* a pinned-memory limit the driver reads as under 1Mi (the byte count rounded up, then
+  whole MiB) or that overflows its 64-bit byte count (or that is not a quantity);
+* any per-device pinned-memory key: a class's config applies to every claim of the class,
+  and the driver resolves each key against the devices of the claim at prepare (an index
+  must be below their count, a UUID one of theirs): no key holds for every claim;
 * a time-slicing interval on a pool with no whole GPU (``MigDeviceConfig`` has no
   ``timeSlicingConfig``: TimeSlicing on MIG takes no config).
+
+What the renderer writes is only what holds for any allocation of the class (1 or N whole
+GPUs, 1 or N MIG devices): docs/dra.md §What each field means to the driver.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from tessera.api.v1alpha1.nodepoolgeometry import DraFeatureGates
-from tessera.api.v1alpha1.sharingpolicy import DraMps, SharingPolicySpec
+from tessera.api.v1alpha1.sharingpolicy import (
+    PER_DEVICE_FIELD,
+    PER_DEVICE_WHY,
+    DraMps,
+    SharingPolicySpec,
+)
 
 from .naming import GPU, OPAQUE_API_VERSION
 
 INTERVALS = ("Default", "Short", "Medium", "Long")
 MIN_PINNED = 1024 * 1024
-_GPU_UUID = re.compile(r"^GPU-[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$")
+MAX_PINNED = 2**63 - 1
+"""The driver reads a limit as a signed 64-bit byte count; a larger one wraps."""
 _QUANTITY = re.compile(
     r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[KMGTPE]i|[mkMGTPE])?$"
 )
@@ -73,10 +86,7 @@ def _mps(mps: DraMps) -> dict[str, Any]:
         out["defaultActiveThreadPercentage"] = mps.default_active_thread_percentage
     if mps.default_pinned_device_memory_limit is not None:
         out["defaultPinnedDeviceMemoryLimit"] = mps.default_pinned_device_memory_limit
-    if mps.default_per_device_pinned_memory_limit:
-        out["defaultPerDevicePinnedMemoryLimit"] = dict(
-            sorted(mps.default_per_device_pinned_memory_limit.items())
-        )
+    # never defaultPerDevicePinnedMemoryLimit: no key holds for every claim (``validate``)
     return out
 
 
@@ -127,14 +137,9 @@ def _mps_issues(mps: DraMps) -> list[Issue]:
     limit = mps.default_pinned_device_memory_limit
     if limit is not None:
         issues.extend(_limit("spec.dra.mps.defaultPinnedDeviceMemoryLimit", limit))
-    for key, value in sorted(mps.default_per_device_pinned_memory_limit.items()):
-        field = f"spec.dra.mps.defaultPerDevicePinnedMemoryLimit[{key}]"
-        if not (key.isdigit() or _GPU_UUID.match(key)):
-            issues.append((field, (
-                f'invalid device: {key} is neither a device index such as "0" nor a GPU UUID '
-                "(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"
-            )))  # fmt: skip
-        issues.extend(_limit(field, value))
+    keys = sorted(mps.default_per_device_pinned_memory_limit)
+    if keys:  # stored before the CRD refused it (its rule: api.v1alpha1.sharingpolicy)
+        issues.append((PER_DEVICE_FIELD, f"{PER_DEVICE_WHY}; keys set: {', '.join(keys)}"))
     return issues
 
 
@@ -142,8 +147,10 @@ def _limit(field: str, value: str) -> list[Issue]:
     size = quantity_bytes(value)
     if size is None:
         return [(field, f"invalid limit: {value} is not a quantity such as 10Gi")]
-    if size < MIN_PINNED:
+    if math.ceil(size) < MIN_PINNED:  # the driver: bytes rounded up, then whole MiB > 0
         return [(field, f"invalid limit: {value} value set too low (at least 1Mi)")]
+    if math.ceil(size) > MAX_PINNED:
+        return [(field, f"invalid limit: {value} is over the driver's 64-bit byte count (8Ei)")]
     return []
 
 
@@ -154,7 +161,7 @@ def quantity_bytes(value: str) -> Decimal | None:
         return None
     number, suffix = found.groups()
     try:
-        if suffix and suffix[0] in "eE" and len(suffix) > 1:
+        if suffix and suffix[0] in "eE" and suffix != "Ei" and len(suffix) > 1:  # 1e9, not 1Ei
             return Decimal(number) * Decimal(10) ** int(suffix[1:])
         return Decimal(number) * Decimal(_SUFFIX[suffix or ""])
     except (InvalidOperation, KeyError):

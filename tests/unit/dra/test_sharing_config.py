@@ -46,7 +46,6 @@ API = "resource.nvidia.com/v1beta1"
                 "mps": {
                     "defaultActiveThreadPercentage": 50,
                     "defaultPinnedDeviceMemoryLimit": "10Gi",
-                    "defaultPerDevicePinnedMemoryLimit": {"0": "5Gi"},
                 }
             },
             "1g.10gb",
@@ -55,10 +54,21 @@ API = "resource.nvidia.com/v1beta1"
                 "mpsConfig": {
                     "defaultActiveThreadPercentage": 50,
                     "defaultPinnedDeviceMemoryLimit": "10Gi",
-                    "defaultPerDevicePinnedMemoryLimit": {"0": "5Gi"},
                 },
             },
             id="mig-mps-limits",
+        ),
+        pytest.param(
+            "MPS",
+            {
+                "mps": {
+                    "defaultPinnedDeviceMemoryLimit": "10Gi",
+                    "defaultPerDevicePinnedMemoryLimit": {"0": "5Gi"},
+                }
+            },
+            "gpu",
+            {"strategy": "MPS", "mpsConfig": {"defaultPinnedDeviceMemoryLimit": "10Gi"}},
+            id="per-device-keys-never-in-a-class",
         ),
         pytest.param("MPS", {}, "gpu", {"strategy": "MPS"}, id="mps-driver-defaults"),
     ],
@@ -117,11 +127,19 @@ def test_parameters(backend: str, dra: dict[str, Any], selects: str, want: Any) 
         ),
         pytest.param(
             "MPS",
-            {"mps": {"defaultPerDevicePinnedMemoryLimit": {"gpu0": "5Gi"}}},
+            {"mps": {"defaultPinnedDeviceMemoryLimit": "1048575.5"}},
             ON,
             True,
-            [("spec.dra.mps.defaultPerDevicePinnedMemoryLimit[gpu0]", "invalid device: gpu0")],
-            id="per-device-key-not-index-nor-uuid",
+            [],
+            id="rounded-up-to-1Mi-ok",
+        ),
+        pytest.param(
+            "MPS",
+            {"mps": {"defaultPinnedDeviceMemoryLimit": "8Ei"}},
+            ON,
+            True,
+            [("spec.dra.mps.defaultPinnedDeviceMemoryLimit", "over the driver's 64-bit")],
+            id="pinned-over-int64",
         ),
         pytest.param(
             "MPS",
@@ -135,16 +153,29 @@ def test_parameters(backend: str, dra: dict[str, Any], selects: str, want: Any) 
             },
             ON,
             True,
-            [],
-            id="per-device-uuid-and-index",
+            [
+                (
+                    "spec.dra.mps.defaultPerDevicePinnedMemoryLimit",
+                    "cannot be set: a SharingPolicy's config goes into DeviceClasses",
+                )
+            ],
+            id="per-device-uuid-and-index-refused-in-a-class",
         ),
         pytest.param(
             "MPS",
-            {"mps": {"defaultPerDevicePinnedMemoryLimit": {"1": "100m"}}},
+            {"mps": {"defaultPerDevicePinnedMemoryLimit": {"1": "5Gi", "0": "1Gi"}}},
+            ON,
+            False,
+            [("spec.dra.mps.defaultPerDevicePinnedMemoryLimit", "keys set: 0, 1")],
+            id="per-device-refused-names-the-keys",
+        ),
+        pytest.param(
+            "MPS",
+            {"mps": {"defaultPerDevicePinnedMemoryLimit": {}}},
             ON,
             True,
-            [("spec.dra.mps.defaultPerDevicePinnedMemoryLimit[1]", "set too low")],
-            id="per-device-limit-too-low",
+            [],
+            id="per-device-empty-ok",
         ),
     ],
 )
@@ -164,7 +195,14 @@ def test_validate(
 
 @pytest.mark.parametrize(
     ("value", "want"),
-    [("1Mi", 2**20), ("10Gi", 10 * 2**30), ("1e6", 10**6), ("1E", 10**18), ("x", None)],
+    [
+        ("1Mi", 2**20),
+        ("10Gi", 10 * 2**30),
+        ("1e6", 10**6),
+        ("1E", 10**18),
+        ("1Ei", 2**60),
+        ("x", None),
+    ],
 )
 def test_quantity_bytes(value: str, want: int | None) -> None:
     assert sharing.quantity_bytes(value) == want
