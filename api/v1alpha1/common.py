@@ -178,8 +178,9 @@ class RolloutSpec(ApiModel):
     max_unavailable: IntOrString = Field(
         default=1,
         description="How many nodes of the pool may be disrupted at once, as a number or a "
-        "percentage of the pool. Nodes NotReady, cordoned or carrying Tessera's taint count "
-        "against it; a node cordoned by someone else stops counting once it runs its target.",
+        "percentage of the pool. Every unavailable node of the pool counts against it, whoever "
+        "made it so: NotReady, cordoned (by anyone, also once Tessera is done with it), carrying "
+        "Tessera's taint or another NoSchedule/NoExecute taint.",
     )
     drain: DrainSpec = Field(
         default_factory=DrainSpec, description="Which pods are evicted and how long that may take."

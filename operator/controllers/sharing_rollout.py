@@ -55,6 +55,8 @@ def run(
         else {}
     )
     seen = [all_views[n] for n in sorted(wanted | mine)]
+    # its other nodes need no rollout, but one unavailable holds the budget all the same
+    bystanders = [all_views[n] for n in sorted(governed - wanted - mine) if n in all_views]
     pods = rollout_driver.pods_for(ctx, seen, desired)
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     decided = rollout.plan(
@@ -67,6 +69,7 @@ def run(
         ctx.clock(),
         approved,
         rollout_driver.room(ctx, nodes.values(), seen, desired),
+        bystanders=bystanders,
     )
     applied = rollout_driver.apply(ctx, ref_of(obj), decided.stages, all_views)
     evictions.announce_held(ctx, ref_of(obj), decided.nodes)

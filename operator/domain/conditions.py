@@ -38,12 +38,18 @@ class Verdict:
 
 # A rollout holding its next node because the drain's pods would have nowhere to run.
 INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+# A rollout holding its next node because others' unavailable nodes use up maxUnavailable.
+BUDGET_HELD_BY_OTHERS = "BudgetHeldByOthers"
 
 
 def warns(verdict: Verdict) -> bool:
     """Whether the Event for a not-Ready verdict is a Warning: the object is stuck (Stalled),
-    or held until someone adds room for the pods a drain would evict."""
-    return verdict.state == "stalled" or verdict.reason == INSUFFICIENT_CAPACITY
+    or held until someone adds room for the pods a drain would evict, or gives back the
+    nodes that use up its disruption budget (a cordon, a taint, a node NotReady)."""
+    return verdict.state == "stalled" or verdict.reason in (
+        INSUFFICIENT_CAPACITY,
+        BUDGET_HELD_BY_OTHERS,
+    )
 
 
 def landed(verdict: Verdict, all_landed: bool) -> Verdict:

@@ -28,6 +28,11 @@ API_WRITES = Counter(
 NODES_BY_PHASE = Gauge(
     "tessera_rollout_nodes", "Nodes of a pool by rollout phase.", ["kind", "pool", "phase"]
 )
+BUDGET_NODES = Gauge(
+    "tessera_rollout_budget_nodes",
+    "Nodes of a pool counted against maxUnavailable, by why.",
+    ["kind", "pool", "reason"],
+)
 PHASE_SECONDS = Histogram(
     "tessera_rollout_phase_duration_seconds",
     "Time a node spent in a rollout phase.",

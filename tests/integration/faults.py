@@ -57,7 +57,8 @@ class Witness:
     rollout phase the moment it appears on a Node. A node counts as disrupted
     while it is NotReady, carries Tessera's taint or is cordoned; the cordon of
     a node in ``admin_cordoned`` (set by the test as someone else) counts only
-    through Tessera's taint, since such a node holds no slot once it is done.
+    through Tessera's taint: ``worst`` is what Tessera adds to the admin's, and
+    Tessera never lifts that cordon (it still counts against the budget).
     """
 
     kube: Kube

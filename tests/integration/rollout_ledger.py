@@ -6,6 +6,10 @@ need what a cluster owner sees of Tessera itself, at every instant of the run:
 * how many nodes Tessera holds out of scheduling — cordoned by it *or*
   carrying its taint (a cordon the test set as "the admin" counts only
   through Tessera's taint, since Tessera never lifts it);
+* how many nodes are unschedulable at once, whoever made them so — cordoned by
+  anyone (the admin too) or carrying Tessera's taint — what ``maxUnavailable``
+  bounds (issue 34);
+* the order in which nodes first carried a rollout state: which went first;
 * anything Tessera writes on a node (its taint, its rollout state, a cordon)
   before the test opens the gate (an approval), as a list of violations;
 * which pods were evicted (seen terminating or deleted), by uid;
@@ -35,6 +39,9 @@ class Ledger:
     gate_open: threading.Event = field(default_factory=threading.Event)
     held: dict[str, bool] = field(default_factory=dict)
     worst: int = 0
+    unschedulable: dict[str, bool] = field(default_factory=dict)
+    worst_unschedulable: int = 0  # nodes out of scheduling at once, the admin's cordons too
+    started: list[str] = field(default_factory=list)  # nodes in the order they got a state
     early: list[str] = field(default_factory=list)  # Tessera's writes before the gate opened
     evicted: dict[str, str] = field(default_factory=dict)  # uid -> pod name
     budgets: dict[str, int] = field(default_factory=dict)  # app -> minAvailable of its PDB
@@ -71,14 +78,22 @@ class Ledger:
         tainted = any(
             t.get("key") == c.GEOMETRY_PENDING_TAINT for t in node["spec"].get("taints") or []
         )
-        cordoned = bool(node["spec"].get("unschedulable")) and name not in self.admin_cordoned
+        unschedulable = bool(node["spec"].get("unschedulable"))
+        cordoned = unschedulable and name not in self.admin_cordoned
         state = (meta.get("annotations") or {}).get(c.NODE_STATE_ANNOTATION)
         with self._lock:
             if kind == "DELETED":
                 self.held.pop(name, None)
+                self.unschedulable.pop(name, None)
                 return
             self.held[name] = tainted or cordoned
             self.worst = max(self.worst, sum(self.held.values()))
+            self.unschedulable[name] = unschedulable or tainted
+            self.worst_unschedulable = max(
+                self.worst_unschedulable, sum(self.unschedulable.values())
+            )
+            if state and name not in self.started:
+                self.started.append(name)
             if not self.gate_open.is_set() and (tainted or cordoned or state):
                 self.early.append(f"{name}: tainted={tainted} cordoned={cordoned} state={state}")
 

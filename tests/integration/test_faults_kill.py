@@ -110,7 +110,8 @@ def test_operator_sigkilled_in_each_phase_resumes(
             operator.kill()
             killed.set()
 
-    cordoned = frozenset({admin.name})  # done first, then it holds no slot (issue 13, item 5)
+    # out already: done first without a new slot; its cordon stays and counts (issue 34)
+    cordoned = frozenset({admin.name})
     with (
         restarted_at_exit(operator),
         Witness(kube, pool, work, trip, admin_cordoned=cordoned) as witness,

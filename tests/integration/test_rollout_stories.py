@@ -21,6 +21,7 @@ drain is held up by the PDB the story is about, never for want of room.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from builders import LAYOUT_A, LAYOUT_B, DeploymentWrapper, custom
@@ -35,6 +36,7 @@ from .faults import (
     NPG,
     agents,
     assert_released,
+    events,
     node_of,
     npg,
     pool_nodes,
@@ -46,6 +48,7 @@ from .helpers import condition, eventually, namespace, nodes_of, serve, wait_run
 from .rollout_ledger import Ledger
 
 __all__ = ["agents"]  # the module-scoped fixture (simulated GPU agents)
+BUDGET_HELD = "BudgetHeldByOthers"  # others' unavailable nodes use up maxUnavailable
 IMPOSSIBLE = {"mig": {"layouts": [{"profiles": {"4g.40gb": 2}}]}}  # one 4g per H100 at most
 
 
@@ -116,25 +119,95 @@ def test_waiting_for_approval_writes_nothing_and_the_taint_stays_in_the_budget(
     assert_released(kube, pool)
 
 
-def test_an_admin_cordoned_node_does_not_stall_the_pool(
+def cordon(kube: Kube, node: str, on: bool) -> None:
+    """``kubectl cordon`` (or ``uncordon``), as the admin."""
+    kube.patch(path_of("v1", "nodes", node), {"spec": {"unschedulable": on}})
+
+
+def held_by_others(kube: Kube, pool: str, message: str) -> dict[str, Any] | None:
+    """The pool's ``Reconciling`` condition once it says others hold its budget: ``message``."""
+    cond = condition(story.observed(kube, pool), "Reconciling")
+    ok = cond and cond["reason"] == BUDGET_HELD and cond["message"].startswith(message)
+    return cond if ok else None
+
+
+def budget_gauge(operator: OperatorProcess, pool: str, reason: str) -> float | None:
+    """``tessera_rollout_budget_nodes`` for the pool and ``reason``, as /metrics shows it."""
+    labels = f'kind="NodePoolGeometry",pool="{pool}",reason="{reason}"'
+    found = re.search(
+        rf"^tessera_rollout_budget_nodes\{{{labels}\}} (\S+)$", operator.scrape(), re.M
+    )
+    return float(found.group(1)) if found else None
+
+
+def test_an_admin_cordon_on_a_node_needing_no_change_holds_the_budget_until_uncordoned(
     kube: Kube, operator: OperatorProcess, agents: None
 ) -> None:
-    """Item 5: maxUnavailable 1 and two nodes cordoned by someone else before the rollout.
+    """Issue 34: maxUnavailable 1; an admin cordons a node that already runs the layout, then
+    two nodes join the pool. The one slot is the admin's: nothing starts, and the pool says
+    so (condition, Event, metric); the admin's uncordon lets the rollout go on by itself.
+    Never more than one node of the pool out of scheduling at once, whoever set it."""
+    pool = "story-held"
+    (admin,) = fleet.create_nodes(kube, [fleet.NodeSpec(f"{pool}-0", "H100-80GB", pool=pool)])
+    kube.create(NPG, custom("NodePoolGeometry", pool, pool_spec(pool, LAYOUT_A, maxUnavailable=1)))
+    wait_ready(kube, pool, 90, f"{admin} on layout A")
+    cordon(kube, admin, True)  # it needs no change: Tessera has nothing to do on it
+    with Ledger(kube, pool, admin_cordoned=frozenset({admin})) as ledger:
+        ledger.gate_open.set()
+        joining = [fleet.NodeSpec(f"{pool}-{i}", "H100-80GB", pool=pool) for i in (1, 2)]
+        others = fleet.create_nodes(kube, joining)  # returns once they are Ready
+        said = f"budget held by others: {admin} cordoned by someone else (1 of 1 in use)"
+        cond = eventually(lambda: held_by_others(kube, pool, said), 60, "the budget the admin's")
+        assert cond["message"] == f"{said}; 1 of 3 nodes updated", cond
+        assert ledger.started == [], ledger.started
+        for name in others:
+            assert story.clean(kube, name), node_of(kube, name)["spec"]
+        warned = eventually(lambda: events(kube, pool, BUDGET_HELD), 30, "an Event on the pool")
+        assert any(e["type"] == "Warning" and said in e["message"] for e in warned), warned
+        gauge = eventually(lambda: budget_gauge(operator, pool, "Cordoned"), 30, "the gauge")
+        assert gauge == 1.0 and budget_gauge(operator, pool, "Rollout") == 0.0
 
-    Tessera changes them one at a time too: each carries its taint while it is changed.
-    """
+        cordon(kube, admin, False)  # kubectl uncordon: the pool goes on by itself
+        wait_ready(kube, pool, 180, f"{pool} Ready once {admin} is uncordoned")
+        assert budget_gauge(operator, pool, "Cordoned") == 0.0
+    assert ledger.worst_unschedulable <= 1, ledger.worst_unschedulable
+    assert ledger.worst <= 1, ledger.worst
+    assert sorted(ledger.started) == sorted(others), ledger.started
+    assert_released(kube, pool)
+
+
+def test_an_admin_cordoned_node_needing_the_change_goes_first_and_stays_cordoned(
+    kube: Kube, operator: OperatorProcess, agents: None
+) -> None:
+    """Issue 34 (issue 13, item 5, as users read maxUnavailable): maxUnavailable 1 and a node
+    an admin cordoned before the rollout. It is out already, so changing it costs nothing:
+    it goes first (though not first by name), and stays cordoned once done — so it still
+    holds the one slot, the pool says so, and the other nodes wait for the admin's uncordon."""
     pool = "story-cordon"
     names = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 3))
-    admins = frozenset(names[:2])
-    for admin in admins:  # kubectl cordon
-        kube.patch(path_of("v1", "nodes", admin), {"spec": {"unschedulable": True}})
-    with Ledger(kube, pool, admin_cordoned=admins) as ledger:
+    admin = names[1]
+    cordon(kube, admin, True)
+    with Ledger(kube, pool, admin_cordoned=frozenset({admin})) as ledger:
         ledger.gate_open.set()
         spec = pool_spec(pool, LAYOUT_A, maxUnavailable=1)
         kube.create(NPG, custom("NodePoolGeometry", pool, spec))
-        wait_ready(kube, pool, 180, f"{pool} Ready with {sorted(admins)} cordoned by an admin")
+        said = f"budget held by others: {admin} cordoned by someone else (1 of 1 in use)"
+        cond = eventually(lambda: held_by_others(kube, pool, said), 120, f"{admin} done first")
+        assert cond["message"] == f"{said}; 1 of 3 nodes updated", cond
+        assert ledger.started == [admin], ledger.started
+        done = node_of(kube, admin)
+        assert done["spec"].get("unschedulable") is True, done["spec"]  # the admin's cordon
+        assert done["metadata"]["labels"][c.MIG_CONFIG_STATE_LABEL] == "success"
+        assert story.clean(kube, admin, admin=True), done
+        for name in set(names) - {admin}:
+            assert story.clean(kube, name), node_of(kube, name)["spec"]
+
+        cordon(kube, admin, False)
+        wait_ready(kube, pool, 180, f"{pool} Ready once {admin} is uncordoned")
+    assert ledger.worst_unschedulable <= 1, ledger.worst_unschedulable
     assert ledger.worst <= 1, ledger.worst
-    assert_released(kube, pool, admin_cordoned=admins)
+    assert ledger.started[0] == admin and sorted(ledger.started) == sorted(names), ledger.started
+    assert_released(kube, pool)
     for node in pool_nodes(kube, pool):
         assert node["metadata"]["labels"][c.MIG_CONFIG_STATE_LABEL] == "success"
 

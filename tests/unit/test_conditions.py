@@ -66,6 +66,7 @@ def test_a_pass_whose_writes_did_not_all_land_is_never_ready(
     [
         ("stalled", "InvalidSpec", True),
         ("progressing", "InsufficientCapacity", True),  # held until someone adds room
+        ("progressing", "BudgetHeldByOthers", True),  # held until others give nodes back
         ("progressing", "Draining", False),
         ("progressing", "WaitingForApproval", False),
     ],

@@ -86,6 +86,36 @@ def test_a_node_held_by_a_pool_wakes_it_even_outside_its_selector() -> None:
     assert woken(wakeups) == {"b", "sp/time-sliced"}
 
 
+@pytest.mark.parametrize(
+    ("held", "back"),
+    [
+        ({"spec": {"unschedulable": True}}, {"spec": {}}),  # kubectl uncordon
+        (
+            {"spec": {"taints": [{"key": "example.com/maintenance", "effect": "NoSchedule"}]}},
+            {"spec": {"taints": []}},
+        ),  # another controller lifts its taint
+        ({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}, {}),  # Ready again
+    ],
+    ids=["uncordon", "taint-lifted", "ready-again"],
+)
+def test_a_node_giving_back_the_budget_wakes_its_pool(
+    held: dict[str, Any], back: dict[str, Any]
+) -> None:
+    """Issue 34: a pool whose budget others hold resumes by itself when they give it back."""
+    wakeups, nodes = setup("a", "b")
+
+    def changed(part: dict[str, Any]) -> None:
+        body = node("a")
+        for key, value in part.items():
+            body[key] = {**body.get(key, {}), **value}
+        nodes.node_changed("gpu-1", body)
+
+    changed(held)
+    woken(wakeups)
+    changed(back)
+    assert woken(wakeups) == {"a", "sp/time-sliced"}
+
+
 def test_a_pool_whose_selector_is_unknown_is_always_woken() -> None:
     wakeups, nodes = setup("a")
     wakeups.event(NPG, "new")  # its daemon runs; its own event has not been seen yet

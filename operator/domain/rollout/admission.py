@@ -4,70 +4,42 @@ A node starts only if the rollout is not paused, the maintenance window is
 open, the plan is approved (``approval: Manual``), its drain is not known to
 be impossible (a pod kubectl would refuse to evict: better to report it than
 to leave a node cordoned for nothing, the pre-flight idea of k/k PR #45233),
-and a disruption slot is free. A node that is already unschedulable takes no
-new slot (it is already counted as unavailable) and will be left cordoned at
-the end, since Tessera did not cordon it; but Tessera's taint goes on it as on
-any node it changes, so it starts only while fewer than ``maxUnavailable``
-nodes carry Tessera's marks: several nodes cordoned by others are changed one
-budget at a time, never all at once.
+and the budget has room for it. The budget counts every unavailable member of
+the pool, whoever made it so (``budget``): a cordon someone else set, another
+controller's taint, a node gone NotReady, nodes that need no change and nodes
+Tessera is done with. Two counts keep it:
+
+- a node still available starts only while fewer than ``maxUnavailable``
+  members are unavailable: Tessera never takes the pool beyond it;
+- a node already unavailable (cordoned or tainted by someone else) costs no
+  capacity to change, so it goes first and takes no new slot, even when others
+  use up the whole budget; but Tessera's taint goes on it as on any node it
+  changes, so it starts only while fewer than ``maxUnavailable`` nodes carry
+  Tessera's marks: several such nodes are changed one budget at a time. A
+  cordon someone else set stays once Tessera is done with the node, and it
+  still counts.
+
+When the budget is used up by others — nothing of this object's rollout holds
+it, and a node waits for room — the pool says so (``HELD_BY_OTHERS``), naming
+the nodes that hold it; their coming back is a Node change that wakes the pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tessera.domain.conditions import BUDGET_HELD_BY_OTHERS
 
 from . import actions as act
 from . import capacity, gates, selection, targets
+from .budget import Holder, Unavailable, in_use, named, unavailable
 from .machine import Context
 from .outcome import Outcome, Problem, stuck
 from .state import IllegalTransition, NodeState, Phase, ReportPhase, check
 from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
 
-
-def disrupted(nodes: Sequence[NodeView], desired: Mapping[str, DesiredNode]) -> dict[str, str]:
-    """Nodes that count against maxUnavailable, each with why, in the words status shows.
-
-    A node counts while it is mid-change, NotReady, carries Tessera's taint, or
-    is cordoned. A cordon someone else set stops counting once Tessera is done
-    with the node (it runs its target, or settled a rollback): it stays
-    cordoned, but Tessera's rollout no longer disrupts it.
-    """
-    out: dict[str, str] = {}
-    for n in nodes:
-        busy = n.state is not None and not n.state.rolled_back
-        d = desired.get(n.name)
-        if d is None and not busy:
-            continue
-        if busy or n.state_error:
-            out[n.name] = "being changed"
-        elif not n.ready:
-            out[n.name] = "NotReady"
-        elif n.has_taint(GEOMETRY_PENDING):
-            out[n.name] = "tainted"
-        elif n.unschedulable and not done(n, d):
-            out[n.name] = "cordoned by someone else"
-    return out
-
-
-def marked(nodes: Sequence[NodeView], taken: Mapping[str, str]) -> dict[str, str]:
-    """The nodes of ``taken`` that carry Tessera's own marks (a rollout in flight, its
-    taint): what an outside observer counts as held by Tessera."""
-    tainted = {n.name for n in nodes if n.has_taint(GEOMETRY_PENDING)}
-    return {n: why for n, why in taken.items() if why == "being changed" or n in tainted}
-
-
-def done(node: NodeView, d: DesiredNode | None) -> bool:
-    """Tessera has nothing left to do on this node: it runs its target or settled a rollback."""
-    settled = node.state is not None and node.state.rolled_back
-    return d is not None and not d.invalid and (settled or targets.at_target(node, d))
-
-
-def in_use(taken: Mapping[str, str], limit: int) -> str:
-    """``2 of 2 in use: gpu-1 being changed, gpu-4 cordoned by someone else``."""
-    names = sorted(taken)
-    shown = ", ".join(f"{n} {taken[n]}" for n in names[:5])
-    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
-    return f"{len(taken)} of {limit} in use: {shown}{more}" if taken else f"0 of {limit} in use"
+HELD_BY_OTHERS = BUDGET_HELD_BY_OTHERS
 
 
 def gate(
@@ -88,6 +60,21 @@ def gate(
     return None
 
 
+@dataclass(frozen=True)
+class Admission:
+    """What one admission pass decided."""
+
+    gate: tuple[str, str] | None
+    """(reason, message) when no node may start for a pool-wide reason: a closed gate, room
+    short for the evicted pods (``InsufficientCapacity``), or a budget held by others."""
+    outcomes: list[Outcome]
+    """One per candidate: Cordoned for those admitted, Pending (with why) for the rest."""
+    short: str
+    """Room short for the pods of a node that could start, also while a gate is closed."""
+    taken: tuple[Unavailable, ...] = ()
+    """The members counted against the budget once this pass's writes land, by name."""
+
+
 def admit(
     ctx: Context,
     desired: Mapping[str, DesiredNode],
@@ -95,55 +82,64 @@ def admit(
     candidates: Sequence[tuple[NodeView, DesiredNode]],
     approved: str | None,
     *,
-    freed: Set[str] = frozenset(),
-) -> tuple[tuple[str, str] | None, list[Outcome], str]:
-    """One Outcome per candidate: Cordoned for those admitted, Pending (with why) for the rest.
+    released: Mapping[str, NodeView] | None = None,
+    bystanders: Sequence[NodeView] = (),
+) -> Admission:
+    """Decide which candidates start, and who holds the budget.
 
-    ``freed``: nodes this pass releases before any admission runs; their slots are free.
-    A node whose evicted pods would find no room elsewhere (``capacity``) is not
-    started; the first such reason is returned as the pool's gate when no other
-    gate is closed, so the pool says ``InsufficientCapacity`` while nothing else moves.
-    The third value is that shortfall, also while another gate (approval, window, pause)
-    is closed: what opening it would meet, for ``tessera plan`` to say before approval.
+    ``released``: the nodes this pass releases before any admission runs, as they are once
+    released (``releasing.after``): their slots are free unless they stay unavailable.
+    ``bystanders``: members of the pool this plan changes nothing on, beside ``nodes`` (a
+    SharingPolicy's nodes that need no rollout): they count against the budget too, and
+    a percentage is of every member. A node whose evicted pods would find no room elsewhere
+    (``capacity``) is not started; the first such reason is returned as the pool's gate
+    when no other gate is closed, so the pool says ``InsufficientCapacity`` while nothing
+    else moves. ``short`` is that shortfall, also while another gate (approval, window,
+    pause) is closed: what opening it would meet, for ``tessera plan`` to say before approval.
     """
+    released = released or {}
+    after = [released.get(n.name, n) for n in nodes] + list(bystanders)
+    members = set(desired) | {n.name for n in bystanders}
+    limit = gates.budget(ctx.policy.max_unavailable, len(members))
+    taken = unavailable(ctx.owner, after, members)
     if not candidates:
-        return None, [], ""
+        return Admission(None, [], "", _sorted(taken))
     closed = gate(ctx, desired, approved)
-    taken = {n: why for n, why in disrupted(nodes, desired).items() if n not in freed}
-    slots = _Slots(ctx, taken, marked(nodes, taken), room_for(ctx, nodes, taken, freed))
-    slots.limit = gates.budget(ctx.policy.max_unavailable, len(desired))
-    slots.free = slots.would = slots.limit - len(taken)
+    slots = _Slots(ctx, taken, limit, room_for(ctx, nodes, taken, released))
     pods = {
         n.name: selection.selected(ctx.pods.get(n.name, ()), ctx.policy.drain)
         for n, _ in candidates
     }
+    # already unavailable first: changing them costs no capacity
     order = sorted(
-        candidates,
-        key=lambda c: (
-            not (c[0].unschedulable and c[0].name in taken),
-            len(pods[c[0].name]),
-            c[0].name,
-        ),
+        candidates, key=lambda c: (c[0].name not in taken, len(pods[c[0].name]), c[0].name)
     )
     outcomes = [slots.decide(node, d, pods[node.name], closed) for node, d in order]
     starved = slots.starved
-    return closed or starved, outcomes, starved[1] if starved else ""
+    found = closed or starved or slots.held_by_others()
+    return Admission(found, outcomes, starved[1] if starved else "", _sorted(slots.taken))
+
+
+def _sorted(taken: Mapping[str, Unavailable]) -> tuple[Unavailable, ...]:
+    return tuple(taken[n] for n in sorted(taken))
 
 
 class _Slots:
-    """The disruption slots of one admission pass, spent candidate by candidate."""
+    """The disruption budget of one admission pass, spent candidate by candidate."""
 
     def __init__(
         self,
         ctx: Context,
-        taken: dict[str, str],
-        held: dict[str, str],
+        taken: dict[str, Unavailable],
+        limit: int,
         ledger: capacity.Ledger | None,
     ) -> None:
-        self.ctx, self.taken, self.held, self.ledger = ctx, taken, held, ledger
-        self.limit = self.free = 0
-        self.would = 0  # the slots an open gate would offer (the preview while it is closed)
+        self.ctx, self.taken, self.limit, self.ledger = ctx, taken, limit, ledger
+        self.held = {n: u for n, u in taken.items() if u.marked}  # Tessera's marks
+        self.would = limit - len(taken)  # the slots an open gate would offer (the preview)
         self.starved: tuple[str, str] | None = None
+        self.waiting = False  # a node waits for a slot
+        self.started = False
 
     def decide(
         self,
@@ -152,45 +148,64 @@ class _Slots:
         chosen: Sequence[PodView],
         closed: tuple[str, str] | None,
     ) -> Outcome:
-        """Start ``node`` (taking a slot unless it is already cordoned) or say why it waits."""
-        taken, ledger = self.taken, self.ledger
+        """Start ``node`` (taking a slot unless it is already unavailable) or say why it waits."""
         try:  # before any slot is spent: a record no start may follow stops this node only
             check(node.state.phase if node.state else None, Phase.CORDONED, node.name)
         except IllegalTransition as err:
             return stuck(node.name, err)
         wait = _waiting(self.ctx, node, chosen)
-        starts = (node.unschedulable and node.name in taken) or self.free > 0
+        already = self.taken.get(node.name)
+        down = not node.ready or (already is not None and already.holder is Holder.NOT_READY)
         if wait.problem is not None:  # a pod kubectl would refuse to evict: never started
             return wait
         if closed is not None:
             wait.why = closed[1]
-            if ledger and self.would > 0 and node.ready:  # what approval would meet, nothing starts
-                if short := ledger.fit(node.name, chosen):
-                    self.starved = self.starved or (capacity.REASON, short)
-                else:
-                    self.would -= 1
-        elif not node.ready:
+            self._preview(node, chosen, already, down)
+        elif down:  # also while its not-ready taint outlives the NotReady condition
             wait.why = f"{node.name} is NotReady"
-        elif node.unschedulable and node.name in taken and len(self.held) >= self.limit:
+        elif already is not None and len(self.held) >= self.limit:
             wait.why = (
-                f"already unschedulable; waiting for a disruption slot: "
-                f"{in_use(self.held, self.limit)}"
+                f"already unavailable ({already.why}); waiting for a disruption slot: "
+                f"{in_use(self.held.values(), self.limit)}"
             )
-        elif (short := ledger.fit(node.name, chosen) if ledger and starts else "") != "":
+            self.waiting = True
+        elif already is None and len(self.taken) >= self.limit:
+            wait.why = f"waiting for a disruption slot: {in_use(self.taken.values(), self.limit)}"
+            self.waiting = True
+        elif self.ledger and (short := self.ledger.fit(node.name, chosen)):
             wait.why = f"not started: {short}"
             self.starved = self.starved or (capacity.REASON, short)
-        elif node.unschedulable and node.name in taken:
-            slot = "already unschedulable, takes no new slot and stays cordoned afterwards"
-            self.held[node.name] = "being changed"
-            return start(self.ctx, node, d, slot, wait)
-        elif self.free <= 0:
-            wait.why = f"waiting for a disruption slot: {in_use(taken, self.limit)}"
         else:
-            slot = f"{self.free} of {self.limit} disruption slots free"
-            self.free -= 1
-            taken[node.name] = self.held[node.name] = "being changed"
+            if already is not None:
+                slot = f"already unavailable ({already.why}), takes no new slot"
+                slot += " and stays cordoned afterwards" if node.unschedulable else ""
+            else:
+                slot = f"{self.limit - len(self.taken)} of {self.limit} disruption slots free"
+            mine = Unavailable(node.name, "being changed", Holder.ROLLOUT, marked=True)
+            self.taken[node.name] = self.held[node.name] = mine
+            self.started = True
             return start(self.ctx, node, d, slot, wait)
         return wait
+
+    def _preview(
+        self, node: NodeView, chosen: Sequence[PodView], already: Unavailable | None, down: bool
+    ) -> None:
+        """While a gate is closed nothing starts: what opening it would meet (room short)."""
+        if self.ledger and not down and (self.would > 0 or already is not None):
+            if short := self.ledger.fit(node.name, chosen):
+                self.starved = self.starved or (capacity.REASON, short)
+            elif already is None:
+                self.would -= 1
+
+    def held_by_others(self) -> tuple[str, str] | None:
+        """``HELD_BY_OTHERS`` when a node waits for a slot, nothing started, and every node
+        counted against the budget is someone else's: only they can give it back."""
+        taken = _sorted(self.taken)
+        if not self.waiting or self.started or not all(u.by_others for u in taken):
+            return None
+        return HELD_BY_OTHERS, (
+            f"budget held by others: {named(taken)} ({len(taken)} of {self.limit} in use)"
+        )
 
 
 def _waiting(ctx: Context, node: NodeView, chosen: Sequence[PodView]) -> Outcome:
@@ -214,19 +229,23 @@ def _waiting(ctx: Context, node: NodeView, chosen: Sequence[PodView]) -> Outcome
 
 
 def room_for(
-    ctx: Context, nodes: Sequence[NodeView], taken: Mapping[str, str], freed: Set[str]
+    ctx: Context,
+    nodes: Sequence[NodeView],
+    taken: Mapping[str, Unavailable],
+    released: Mapping[str, NodeView],
 ) -> capacity.Ledger | None:
     """The room outside this pool's disrupted nodes, after the pods of its draining nodes.
 
-    A node this pass releases (``freed``) counts as open unless it stays cordoned.
+    A node this pass releases (``released``) counts as open unless it stays unavailable; a
+    node another controller's taint keeps out counts as open to the pods tolerating it.
     """
     if ctx.room is None:
         return None
-    reopened = {n.name for n in nodes if n.name in freed and n.state and not n.state.orig}
-    ledger = capacity.Ledger(ctx.room, set(taken), reopened)
-    for name, why in sorted(taken.items()):
-        if why == "being changed":
-            ledger.settle(name, selection.selected(ctx.pods.get(name, ()), ctx.policy.drain))
+    closed = {n for n, u in taken.items() if u.holder is not Holder.TAINTED}
+    ledger = capacity.Ledger(ctx.room, closed, set(released) - set(taken))
+    flying = {n.name for n in nodes if n.state_error or (n.state and not n.state.rolled_back)}
+    for name in sorted(flying & set(taken)):
+        ledger.settle(name, selection.selected(ctx.pods.get(name, ()), ctx.policy.drain))
     return ledger
 
 

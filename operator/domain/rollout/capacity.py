@@ -39,10 +39,9 @@ from tessera.api import constants
 from tessera.domain.conditions import INSUFFICIENT_CAPACITY
 
 from . import dra_views
-from .views import GEOMETRY_PENDING, NodeView, PodView
+from .views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView, PodView
 
 REASON = INSUFFICIENT_CAPACITY
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # a cordon, as kube-controller-manager
 SHOWN_PODS = 5
 Moves = list[tuple[str, PodView]]  # node → a pod sent there
 Taken = dict[str, dict[str, int]]  # node → resource → what the moves take of it

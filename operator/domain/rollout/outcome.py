@@ -39,8 +39,9 @@ class Outcome:
     waiting: bool = False
     held: tuple[Held, ...] = ()
     """Pods a PodDisruptionBudget keeps on the node (draining), named in the pool's message."""
-    frees_slot: bool = False
-    """The node leaves the disruption budget once these writes land (a release)."""
+    releases: bool = False
+    """Tessera lets the node go once these writes land (``releasing.after``): its marks are
+    gone, and it leaves the disruption budget unless it stays unavailable all the same."""
 
     def emit(self, before: NodeState | None) -> list[act.Action]:
         out: list[act.Action] = []

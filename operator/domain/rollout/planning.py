@@ -4,9 +4,10 @@ Observe → plan → apply, as in cluster-api: the controller hands in a snapsho
 and the current time, applies the returned actions in order, and calls again.
 In-flight nodes are stepped first; new nodes are admitted only through the
 gates (paused, window, approval) and only while the disruption budget, which
-counts every node that is mid-change, NotReady, tainted by Tessera or cordoned
-(by anyone, until Tessera is done with it), has a free slot. Idle nodes are
-never tainted: before the gates open nothing is written to a node.
+counts every unavailable member of the pool whoever made it so (``budget``:
+mid-change, NotReady, cordoned, tainted by Tessera or another controller), has
+room for them (``admission``). Idle nodes are never tainted: before the gates
+open nothing is written to a node.
 
 The actions come in two stages. The first steps the nodes in flight; the
 second admits new nodes, then tidies idle ones (their pending taint, a
@@ -30,7 +31,8 @@ from tessera.domain.conditions import Verdict
 from tessera.domain.dra.naming import DRIVER
 
 from . import actions as act
-from . import admission, capacity, reporting, selection, targets
+from . import admission, capacity, releasing, reporting, selection, targets
+from .budget import Unavailable
 from .draining import Held
 from .machine import Context, step, untouched
 from .outcome import Outcome, stuck
@@ -61,6 +63,9 @@ class Plan:
     """Seconds until the controller should look again, ``None`` once converged."""
     short_of_room: str = ""
     """Why a node that could start waits: its pods would have nowhere to run (``capacity``)."""
+    unavailable: tuple[Unavailable, ...] = ()
+    """The members counted against ``maxUnavailable`` once this pass's writes land, and why
+    (``budget``): what ``tessera_rollout_budget_nodes`` counts."""
 
     @property
     def actions(self) -> Stage:
@@ -82,7 +87,7 @@ class _Pass:
     candidates: list[tuple[NodeView, DesiredNode]] = field(default_factory=list)
     to_evict: int = 0
     blocking: set[str] = field(default_factory=set)
-    freed: set[str] = field(default_factory=set)
+    released: dict[str, Outcome] = field(default_factory=dict)
     tidy: dict[str, list[act.Action]] = field(default_factory=dict)
 
     def report(
@@ -111,8 +116,8 @@ class _Pass:
         if o.problem is not None:
             self.problem(o.node, o.phase, o.problem.reason, o.problem.message, o.problem.since)
         self.blocking |= o.blocking_pdbs
-        if o.frees_slot:
-            self.freed.add(o.node)
+        if o.releases:
+            self.released[o.node] = o
 
 
 def plan(
@@ -125,6 +130,8 @@ def plan(
     now: datetime,
     approved_hash: str | None = None,
     room: capacity.Room | None = None,
+    *,
+    bystanders: Sequence[NodeView] = (),
 ) -> Plan:
     """Decide this pass. ``pool`` is the owner id written on nodes (``NodePoolGeometry/x``).
 
@@ -133,6 +140,9 @@ def plan(
     released). ``desired`` maps pool node names to their target. ``room``: every
     node of the cluster and its pods' accelerator requests, for the check that a
     drain's pods have somewhere to go (``capacity``); without it nothing is checked.
+    ``bystanders``: members of the pool, not in ``desired`` nor ``nodes``, that this plan
+    changes nothing on (a SharingPolicy's nodes that need no rollout): an unavailable one
+    holds the budget all the same.
     """
     by_node: dict[str, list[PodView]] = defaultdict(list)
     for pod in pods:
@@ -146,10 +156,20 @@ def plan(
         except IllegalTransition as err:  # this node stops; the others go on (state.py)
             acc.take(stuck(node.name, err), None, desired.get(node.name))
     stepping, acc.actions = tuple(acc.actions), []
-    gate, waiting, short = admission.admit(
-        ctx, desired, nodes, acc.candidates, approved_hash, freed=acc.freed
+    released = {
+        n.name: releasing.after(n, acc.released[n.name]) for n in nodes if n.name in acc.released
+    }
+    admitted = admission.admit(
+        ctx,
+        desired,
+        nodes,
+        acc.candidates,
+        approved_hash,
+        released=released,
+        bystanders=bystanders,
     )
-    for o in waiting:
+    gate = admitted.gate
+    for o in admitted.outcomes:
         acc.take(o, None, desired[o.node])
         acc.to_evict += o.pods_left
         if o.phase == ReportPhase.CORDONED:
@@ -175,7 +195,8 @@ def plan(
         verdict=reporting.verdict(acc.reports, problems, gate),
         nodes=tuple(acc.reports),
         requeue_after=requeue,
-        short_of_room=short,
+        short_of_room=admitted.short,
+        unavailable=admitted.taken,
     )
 
 

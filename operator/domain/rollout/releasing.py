@@ -16,7 +16,7 @@ from . import actions as act
 from . import targets
 from .outcome import Outcome
 from .state import NodeState, Phase, ReportPhase, check
-from .views import GEOMETRY_PENDING, NodeView
+from .views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView
 
 
 def release(
@@ -43,9 +43,6 @@ def release(
         check(first.phase, None, node.name)
         final = act.ClearNodeState(node.name, why)
         phase = ReportPhase.UPDATED if settle else ReportPhase.PENDING
-    # A cordon someone else set keeps the node unavailable, but once it runs its target (or
-    # has settled its rollback) Tessera is done with it: it holds no slot of the budget.
-    schedulable = not node.unschedulable or not s.orig or settle
     return Outcome(
         node=node.name,
         phase=phase,
@@ -53,7 +50,22 @@ def release(
         state=first,
         actions=acts,
         final=final,
-        frees_slot=schedulable and node.ready,
+        releases=True,
+    )
+
+
+def after(node: NodeView, o: Outcome) -> NodeView:
+    """``node`` once the release ``o`` has landed: no record in flight (a settled rollback's,
+    or none), Tessera's taint gone, and uncordoned when ``o`` lifts the cordon (the taint the
+    node lifecycle controller mirrors it into goes with it). A cordon someone else set stays:
+    the node still counts against the budget (``budget``), whoever set it."""
+    uncordoned = any(isinstance(a, act.Uncordon) for a in o.actions)
+    lifted = {GEOMETRY_PENDING.key, *((UNSCHEDULABLE_TAINT,) if uncordoned else ())}
+    return replace(
+        node,
+        state=o.final.state if isinstance(o.final, act.SetNodeState) else None,
+        taints=tuple(t for t in node.taints if t.key not in lifted),
+        unschedulable=node.unschedulable and not uncordoned,
     )
 
 

@@ -33,6 +33,8 @@ class Taint:
 GEOMETRY_PENDING = Taint(constants.GEOMETRY_PENDING_TAINT, "NoSchedule")
 """Tessera's own scheduling block: we can always remove a taint we own without
 overriding anyone else's intent, which ``spec.unschedulable`` cannot promise."""
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+"""A cordon as a taint: the node lifecycle controller mirrors ``spec.unschedulable`` into it."""
 
 
 def pending_taint(owner: str) -> Taint:

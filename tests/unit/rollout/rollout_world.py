@@ -210,23 +210,27 @@ class World:
         sp.pod = replace(sp.pod, deletion_timestamp=self.now)
 
     # --- what the invariants read ---------------------------------------------
-    def disrupted(self, target: str | None = None) -> set[str]:
-        """Nodes counting against maxUnavailable: cordoned, tainted, NotReady, or held mid-change.
-
-        An admin's cordon stops counting once the node runs ``target`` (or its
-        rollback settled): Tessera is done with it.
-        """
+    def disrupted(self) -> set[str]:
+        """Nodes counting against maxUnavailable: every node unavailable, whoever made it so —
+        cordoned (an admin's cordon too, also once the node runs its target), tainted,
+        NotReady, or held mid-change."""
         out = set()
         for n in self.nodes.values():
             st = self.view(n.name).state
-            busy = st is not None and st.phase.value != "Updated" and not st.rolled_back
-            at_target = (
-                n.labels.get(MIG_CONFIG_LABEL) == target
-                and n.labels.get(MIG_CONFIG_STATE_LABEL) == "success"
-            )
-            done = not busy and (at_target or (st is not None and st.rolled_back))
-            tainted = any(t.key == GEOMETRY_PENDING.key for t in n.taints)
-            if (n.unschedulable and not done) or tainted or not n.ready or busy:
+            busy = st is not None and not st.rolled_back
+            if n.unschedulable or n.taints or not n.ready or busy:
+                out.add(n.name)
+        return out
+
+    def held(self) -> set[str]:
+        """Nodes carrying Tessera's marks (its taint, a rollout in flight, Tessera's own cordon):
+        what an outside observer counts as held by Tessera."""
+        out = set()
+        for n in self.nodes.values():
+            st = self.view(n.name).state
+            busy = st is not None and not st.rolled_back
+            tessera_cordon = n.unschedulable and not n.admin_cordoned
+            if busy or tessera_cordon or any(t.key == GEOMETRY_PENDING.key for t in n.taints):
                 out.add(n.name)
         return out
 

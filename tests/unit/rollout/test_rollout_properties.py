@@ -21,14 +21,14 @@ from rollout_builders import POOL, T0, desired, kinds, policy, secs, state
 from rollout_world import World
 
 from builders.views import NEW, OLD, gpu_pod, node, pdb
-from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.gates import budget
 from tessera.domain.rollout.planning import in_flight, plan
 from tessera.domain.rollout.state import Phase, ReportPhase
-from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
+from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView, Taint
 
 PHASES = [None, *Phase]
+MAINTENANCE = Taint("example.com/maintenance", "NoSchedule")  # another controller's
 
 
 @hs.composite
@@ -37,7 +37,7 @@ def clusters(draw: hs.DrawFn) -> tuple[list[NodeView], list[PodView], dict[str, 
     nodes, pods = [], []
     for i in range(count):
         name = f"gpu-{i}"
-        phase = draw(hs.sampled_from(PHASES))
+        phase = draw(hs.one_of(hs.none(), hs.sampled_from(PHASES)))  # idle nodes, often
         st = None
         if phase is not None:
             st = state(
@@ -57,6 +57,8 @@ def clusters(draw: hs.DrawFn) -> tuple[list[NodeView], list[PodView], dict[str, 
                 tainted=draw(hs.booleans()),
             )
         )
+        if draw(hs.booleans()):
+            nodes[-1] = replace(nodes[-1], taints=(*nodes[-1].taints, MAINTENANCE))
         for j in range(draw(hs.integers(0, 3))):
             pods.append(
                 gpu_pod(
@@ -92,18 +94,12 @@ def test_plan_invariants(
     assert p == plan(POOL, spec, want, nodes, pods, pdbs, T0)  # pure and deterministic
     by_name = {n.name: n for n in nodes}
     by_key = {(q.namespace, q.name): q for q in pods}
-    taken = {
-        n.name
-        for n in nodes
-        if (n.unschedulable and not _done(n, want[n.name]))
-        or not n.ready
-        or n.state_error
-        or n.has_taint(GEOMETRY_PENDING)
-        or (n.state and in_flight(n.state))
-    }
+    limit = budget(spec.max_unavailable, len(nodes))
+    before = _unavailable_after(nodes, [])
+    taken = set(before)
     gated = spec.paused or spec.approval == "Manual"
     started: set[str] = set()
-    for stage in p.stages:
+    for number, stage in enumerate(p.stages):
         admitted: set[str] = set()
         for a in stage:
             n = by_name[a.node]
@@ -127,18 +123,49 @@ def test_plan_invariants(
                 assert not want[a.node].invalid
                 started.add(a.node)
                 admitted |= set() if a.node in taken else {a.node}
-        assert len(admitted) <= max(0, budget(spec.max_unavailable, len(nodes)) - len(taken))
-        if started:  # a node cordoned by someone else takes no new slot, but Tessera's marks do
-            assert len(_held_after(nodes, p.stages)) <= budget(spec.max_unavailable, len(nodes))
-        # Nodes admitted here hold a slot from now on; a node released here frees its slot
-        # for the next stage's admissions.
-        taken |= admitted
-        taken -= {
-            a.node
-            for a in stage
-            if isinstance(a, act.ClearNodeState) and _released(by_name[a.node], want[a.node], stage)
-        }
+        # a node still available starts only into a free slot of the whole pool's budget
+        assert len(admitted) <= max(0, limit - len(taken))
+        after = _unavailable_after(nodes, p.stages[: number + 1])
+        if admitted:  # Tessera never takes the pool beyond maxUnavailable
+            assert len(after) <= limit, (sorted(after), limit)
+        # an already unavailable node adds nothing, but Tessera's marks count on it too
+        assert len(after) <= max(limit, len(before)), (sorted(before), sorted(after))
+        if started:
+            assert len(_held_after(nodes, p.stages)) <= limit
+        taken = after  # the next stage admits against what this one leaves
     assert len(p.problems) <= 20
+
+
+def _unavailable_after(
+    nodes: Sequence[NodeView], stages: Sequence[Sequence[act.Action]]
+) -> set[str]:
+    """The nodes an outside observer sees unavailable once ``stages`` have landed: cordoned,
+    NotReady, tainted (Tessera's taint, another controller's unless every node carries it),
+    held mid-change or with a record nobody can read — whoever made them so."""
+    view = {n.name: n for n in nodes}
+    for a in (a for stage in stages for a in stage):
+        n = view[a.node]
+        if isinstance(a, act.Cordon | act.Uncordon):
+            view[a.node] = replace(n, unschedulable=isinstance(a, act.Cordon))
+        elif isinstance(a, act.AddTaint):
+            view[a.node] = replace(n, taints=(*n.taints, a.taint))
+        elif isinstance(a, act.RemoveTaint):
+            view[a.node] = replace(n, taints=tuple(t for t in n.taints if t.key != a.taint.key))
+        elif isinstance(a, act.SetNodeState):
+            view[a.node] = replace(n, state=a.state, state_error="")
+        elif isinstance(a, act.ClearNodeState):
+            view[a.node] = replace(n, state=None, state_error="")
+    dedicated = all(MAINTENANCE in n.taints for n in view.values())
+    return {
+        n.name
+        for n in view.values()
+        if n.unschedulable
+        or not n.ready
+        or n.state_error
+        or n.has_taint(GEOMETRY_PENDING)
+        or (MAINTENANCE in n.taints and not dedicated)
+        or (n.state is not None and in_flight(n.state))
+    }
 
 
 def _held_after(nodes: Sequence[NodeView], stages: Sequence[Sequence[act.Action]]) -> set[str]:
@@ -156,26 +183,6 @@ def _held_after(nodes: Sequence[NodeView], stages: Sequence[Sequence[act.Action]
         elif isinstance(a, act.ClearNodeState):
             flying.discard(a.node)
     return tainted | flying
-
-
-def _done(n: NodeView, d: DesiredNode) -> bool:
-    """Tessera is done with the node: it runs its target, or its rollback settled."""
-    at_target = (
-        n.labels.get(MIG_CONFIG_LABEL) == d.target
-        and n.labels.get(MIG_CONFIG_STATE_LABEL) == "success"
-    )
-    return not d.invalid and (at_target or bool(n.state and n.state.rolled_back))
-
-
-def _released(n: NodeView, d: DesiredNode, stage: Sequence[act.Action]) -> bool:
-    """Whether clearing this node's state in `stage` takes it out of the budget.
-
-    It does when the node ends schedulable and ready, or ready at its target
-    (a cordon someone else set then no longer counts).
-    """
-    uncordoned = any(isinstance(a, act.Uncordon) and a.node == n.name for a in stage)
-    free = uncordoned or not n.unschedulable or _done(n, d)
-    return n.ready and not n.state_error and free
 
 
 @settings(max_examples=60, deadline=None)
@@ -199,7 +206,7 @@ def test_crash_after_any_prefix_converges(seed: int) -> None:
         for a in p.actions[: rng.randint(0, len(p.actions))]:
             change = applied(world, a)  # what the node carries after the write
             assert change is None or change in ONE_WRITE, not_one_write([change])
-            assert len(world.disrupted(NEW)) <= 2
+            assert len(world.disrupted()) <= 2 and len(world.held()) <= 2
     else:
         raise AssertionError("did not converge")
     assert [n.name for n in world.nodes.values() if n.unschedulable] == ["gpu-0"]
@@ -271,25 +278,38 @@ def _budget_want(nodes: list[NodeView]) -> dict[str, DesiredNode]:
     return {n.name: desired(invalid="no" if n.name == "gpu-2" else "") for n in nodes}
 
 
-def test_budget_counts_others_cordons_and_not_ready_until_tessera_is_done() -> None:
+def test_budget_counts_every_unavailable_node_also_once_tessera_is_done_with_it() -> None:
+    """Issue 34: an admin's cordon counts whoever set it, on a node Tessera is done with too."""
     nodes = _budget_pool()
-    p = plan(POOL, policy(maxUnavailable=3), _budget_want(nodes), nodes, [], [], T0)
+    p = plan(POOL, policy(maxUnavailable=4), _budget_want(nodes), nodes, [], [], T0)
     assert sorted({a.node for a in p.actions if isinstance(a, act.Cordon)}) == ["gpu-3"]
-    assert "1 of 3 disruption slots free" in next(a.reason for a in p.actions)
+    assert "1 of 4 disruption slots free" in next(a.reason for a in p.actions)
+    assert [(u.node, u.why) for u in p.unavailable] == [
+        ("gpu-0", "cordoned by someone else"),
+        ("gpu-1", "NotReady"),
+        ("gpu-2", "cordoned by someone else"),
+        ("gpu-3", "being changed"),
+    ]
 
 
 def test_a_budget_exhausted_by_others_says_whose_nodes_hold_it() -> None:
     nodes = _budget_pool()
-    p = plan(POOL, policy(maxUnavailable=2), _budget_want(nodes), nodes, [], [], T0)
+    p = plan(POOL, policy(maxUnavailable=3), _budget_want(nodes), nodes, [], [], T0)
     assert p.actions == ()
     waiting = {r.name: r.message for r in p.nodes if r.name in ("gpu-3", "gpu-4")}
-    text = "waiting for a disruption slot: 2 of 2 in use: gpu-1 NotReady, gpu-2 cordoned by someone else"
+    text = (
+        "waiting for a disruption slot: 3 of 3 in use: gpu-0 cordoned by someone else, "
+        "gpu-1 NotReady, gpu-2 cordoned by someone else"
+    )
     assert waiting == {"gpu-3": text, "gpu-4": text}
-    # Without the impossible layout's Stalled, the pool is Reconciling and says who holds the slot.
+    # Without the impossible layout's Stalled, the pool is Reconciling and says who holds it.
     alone = [node("gpu-1", config=NEW, ready=False), node("gpu-3")]
     p = plan(POOL, policy(maxUnavailable=1), {n.name: desired() for n in alone}, alone, [], [], T0)
-    assert p.verdict.state == "progressing" and p.verdict.reason == "RollingOut"
-    assert "waiting for a disruption slot: 1 of 1 in use: gpu-1 NotReady" in p.verdict.message
+    assert p.verdict.state == "progressing" and p.verdict.reason == "BudgetHeldByOthers"
+    assert p.verdict.message == (
+        "budget held by others: gpu-1 NotReady (1 of 1 in use); 1 of 2 nodes updated"
+    )
+    assert p.requeue_after is not None  # looked at again, besides the Node change that frees it
 
 
 def test_problems_are_bounded() -> None:
@@ -315,17 +335,26 @@ def test_a_release_hands_its_slot_to_the_next_node_in_the_same_pass() -> None:
     assert "1 of 1 disruption slots free" in admit[0].reason
 
 
-def test_an_admin_cordoned_node_tessera_is_done_with_frees_its_slot() -> None:
-    """Issue 13, item 5: it stays cordoned, but no longer stalls the pool."""
+def test_an_admin_cordoned_node_tessera_is_done_with_still_holds_its_slot() -> None:
+    """Issue 34: it stays cordoned, so it still counts; the pool says who holds the budget."""
     nodes = [_finishing("gpu-1", orig=True), node("gpu-2")]
     p = plan(POOL, policy(maxUnavailable=1), {n.name: desired() for n in nodes}, nodes, [], [], T0)
-    release, admit = p.stages
+    (release,) = p.stages
     assert kinds(release) == [
         "SetNodeState:Uncordoning",
         "RemoveTaint:gpu-1",
         "ClearNodeState:gpu-1",
     ]
-    assert kinds(admit) == ["SetNodeState:Cordoned", "AddTaint:gpu-2", "Cordon:gpu-2"]
+    waiting = next(r for r in p.nodes if r.name == "gpu-2")
+    assert waiting.message == (
+        "waiting for a disruption slot: 1 of 1 in use: gpu-1 cordoned by someone else"
+    )
+    assert p.verdict.reason == "BudgetHeldByOthers", p.verdict
+    assert p.verdict.message.startswith("budget held by others: gpu-1 cordoned by someone else")
+    # once the admin uncordons it, the next node goes
+    back = [node("gpu-1", config=NEW), node("gpu-2")]
+    p = plan(POOL, policy(maxUnavailable=1), {n.name: desired() for n in back}, back, [], [], T0)
+    assert kinds(p.actions) == ["SetNodeState:Cordoned", "AddTaint:gpu-2", "Cordon:gpu-2"]
 
 
 @pytest.mark.parametrize(
@@ -390,4 +419,4 @@ def test_nodes_cordoned_by_others_start_one_budget_at_a_time(
     waiting = [r for r in p.nodes if r.phase == ReportPhase.PENDING]
     assert len(waiting) == len(nodes) - len(started) - sum(1 for n in nodes if n.state)
     for r in waiting:
-        assert r.message.startswith(("already unschedulable; waiting for", "waiting for")), r
+        assert r.message.startswith(("already unavailable (", "waiting for")), r

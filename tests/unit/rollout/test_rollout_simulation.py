@@ -131,9 +131,11 @@ def simulate(seed: int, rollout: RolloutSpec, *, fail_rate: float, crash_rate: f
                 run.persisted.add(change)
                 assert change in ONE_WRITE, f"step {step}: {a.node} {not_one_write([change])}"
             run.transcript.append(f"{step:04d} {act.describe(a)}")
-            disrupted = world.disrupted(NEW)
+            # every unavailable node counts, the admins' cordons too (also once done)
+            disrupted, held = world.disrupted(), world.held()
             run.max_disrupted = max(run.max_disrupted, len(disrupted))
             assert len(disrupted) <= limit, f"step {step}: {sorted(disrupted)} > {limit}"
+            assert len(held) <= limit, f"step {step}: {sorted(held)} held > {limit}"
         if len(ran) < len(p.actions):
             run.transcript.append(
                 f"{step:04d} -- operator killed after {len(ran)} of {len(p.actions)}"
