@@ -12,11 +12,17 @@ STAMP  := $(VENV)/.installed
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# Quiet: one line, then pip's errors or warnings only. setuptools says "Editable installation"
+# (a UserWarning, information only) for every editable install whose package folders are
+# mapped (operator/ is installed as `tessera`); pip shows a build's warnings, so that one is
+# filtered by its text, in the build's subprocess too, and every other warning still shows.
 $(STAMP): pyproject.toml devcluster/pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]' -e ./devcluster
-	touch $(STAMP)
+	@echo "==> creating $(VENV): tessera with the dev extras, and the dev cluster (under a minute)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@PYTHONWARNINGS="ignore:Editable installation:UserWarning" \
+		$(PY) -m pip install --quiet -e '.[dev]' -e ./devcluster
+	@touch $(STAMP)
 
 dev: $(STAMP) ## create .venv: tessera with the dev extras, and the dev cluster (devcluster/, `tessera dev`)
 
@@ -64,10 +70,10 @@ deploy: $(STAMP) ## re-render deploy/ (install manifest, chart CRDs, Argo CD hea
 	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(PY) hack/render_deploy.py
 
 demo: $(STAMP) controlplane ## local control plane + simulated GPU/NPU nodes + operator + samples
-	TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(VENV)/bin/tessera dev demo --state-dir .demo
+	@TESSERA_CONTROLPLANE_BIN="$$(hack/controlplane/build.sh)" $(VENV)/bin/tessera dev demo --state-dir .demo
 
 demo-down: $(STAMP) ## stop everything `make demo` started
-	$(VENV)/bin/tessera dev down --state-dir .demo
+	@$(VENV)/bin/tessera dev down --state-dir .demo
 
 bench: $(STAMP) ## benchmarks: ratios measured side by side, printed as tables
 	$(PY) -m bench

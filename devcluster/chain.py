@@ -3,10 +3,11 @@
 Four places had to agree before one pod got its 8 GiB slice (issue 17): HAMi's per-node config
 (``hami-vnpu-core``), HAMi's ``hami-scheduler-device`` (``vnpus.hamiVnpuCore``, the chip's
 entry), Volcano's ``deviceshare`` arguments (then a restart), and every pod's contract. Here one
-SharingPolicy (``soft_slicing.yaml``, also README.md's "Schedulers: HAMi and Volcano") declares
-it on the pool ``ascend-310p-soft`` (310P3 nodes labelled ``ascend=on``, where the simulated
-HAMi Ascend plugin runs), against stand-in HAMi and Volcano installs (``schedulers``), and
-:func:`checks` looks at each place from outside, as a person would.
+SharingPolicy (``soft_slicing.yaml``, also the example "Schedulers: HAMi and Volcano" of
+docs/examples.md) declares it on the pool ``ascend-310p-soft`` (310P3 nodes labelled
+``ascend=on``, where the simulated HAMi Ascend plugin runs), against stand-in HAMi and Volcano
+installs (``schedulers``), and :func:`checks` looks at each place from outside, as a person
+would.
 
 Each check names the part of Tessera it depends on (``needs``); :data:`REQUIRED` lists the
 parts present on this branch, whose checks must pass for ``make demo`` to succeed. The others

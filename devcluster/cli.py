@@ -11,8 +11,10 @@ ServiceAccount) and the operator (``tessera run``, as the ``tessera`` ServiceAcc
 in the background — both recorded in the session, so ``down`` stops them — applies
 ``config/samples`` and shows the pools rolling out until everything is Ready or a
 deadline, then creates the serving workloads (``devcluster/serving.yaml``, namespace
-``ml``) and waits until kube-scheduler has placed every replica and KWOK runs it. A call
-refused to the operator or an agent fails it.
+``ml``) and waits until kube-scheduler has placed every replica and KWOK runs it. The
+operator serves its metrics on a free local port, which the closing lines name with a query.
+A call refused to the operator or an agent fails it, and so does a /metrics that does not
+answer with Tessera's reconcile counter.
 """
 
 from __future__ import annotations
@@ -98,8 +100,9 @@ def _demo(args: argparse.Namespace) -> int:
         session, "agents", ["dev", "agents", config, f"--workdir={state / 'agents'}"]
     )
     operator = f"--kubeconfig={demo.operator_kubeconfig(kube, state)}"
+    session, port = demo.metrics_port(session)
     session = demo.spawn(
-        session, "operator", ["run", operator, "--metrics-port=0", "--resync-seconds=10"]
+        session, "operator", ["run", operator, f"--metrics-port={port}", "--resync-seconds=10"]
     )
     print(
         f"==> agents and operator running (logs: {state}/agents.log, {state}/operator.log,"
@@ -110,6 +113,7 @@ def _demo(args: argparse.Namespace) -> int:
     ready = _watch(kube, args.timeout) and _serve(kube)
     ready = _chain(kube, [str(session.kubectl), f"--kubeconfig={session.kubeconfig}"]) and ready
     kube.close()
+    ready = _metrics(port) and ready
     refused = demo.refusals(state, marks)
     for line in refused[:10]:
         print(f"    refused: {line}")
@@ -117,6 +121,7 @@ def _demo(args: argparse.Namespace) -> int:
     print(kubectl("get", "tessera"), end="")
     print("\nExplore with:")
     print(explore_hint(session.kubeconfig, session.kubectl))
+    print(f"Metrics: {demo.metrics_query(port)}   # docs/observability.md lists them")
     print("Stop with: make demo-down")
     return 0 if ready and not refused else 1
 
@@ -132,6 +137,20 @@ def _serve(kube: Kube) -> bool:
     print("\n".join(f"    {line}" for line in workloads.placement(shown, kube).splitlines()))
     if not found:
         print(f"    not every replica runs after {SERVING_TIMEOUT:.0f}s: kubectl get pods -n ml")
+    return bool(found)
+
+
+def _metrics(port: int) -> bool:
+    """What the operator's /metrics says of its reconcile passes (the closing lines' query)."""
+    from devcluster import demo
+
+    print(f"==> the operator's metrics on localhost:{port}/metrics: {demo.METRIC}")
+    try:
+        found = demo.metric_lines(demo.scrape(port))
+    except OSError as err:
+        print(f"    no answer from localhost:{port}/metrics ({err}); see the operator log")
+        return False
+    print("\n".join(f"    {line}" for line in found) or f"    no {demo.METRIC} yet")
     return bool(found)
 
 

@@ -15,10 +15,15 @@ device plugin (``vgpunode``). ``ascend-310p-soft``'s 310P3 nodes run HAMi's Asce
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -219,6 +224,24 @@ def spawn(
     return dev_session.add_process(session, name, proc.pid)
 
 
+def stop(session: dev_session.DevSession, name: str) -> dev_session.DevSession:
+    """Stop the background process ``name`` (its process group) and forget it."""
+    pid = session.pids.get(name)
+    if pid is None:
+        return session
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while dev_session.pid_running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)  # waiting for the process to exit, bounded by the deadline
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    pids = {n: p for n, p in session.pids.items() if n != name}
+    kept = dev_session.DevSession(session.state_dir, session.kubeconfig, session.kubectl, pids)
+    dev_session.save(kept)
+    return kept
+
+
 def stop_on_signal(stop: threading.Event) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -283,3 +306,49 @@ def table(found: Sequence[Row]) -> str:
 def settled(found: Sequence[Row]) -> bool:
     """Every object Ready."""
     return bool(found) and all(r.ready == "True" for r in found)
+
+
+# -- the operator's metrics ----------------------------------------------------------------------
+# The demo's operator serves /metrics on a free local port (docs/observability.md), recorded in
+# the state directory so a rerun that reuses the running operator names the same port.
+
+METRICS_PORT_FILE = "operator.metrics-port"
+METRIC = "tessera_reconciles_total"  # reconcile passes by kind and outcome: there once any ran
+
+
+def metrics_port(session: dev_session.DevSession) -> tuple[dev_session.DevSession, int]:
+    """The port for the operator's ``--metrics-port``: the running operator's, recorded when it
+    started; else a free one, recorded now. An operator running without one recorded (started
+    by an older demo, with metrics off) is stopped, so that ``spawn`` starts one serving them."""
+    path = session.state_dir / METRICS_PORT_FILE
+    pid = session.pids.get("operator")
+    if pid is not None and dev_session.pid_running(pid):
+        if path.exists():
+            return session, int(path.read_text())
+        session = stop(session, "operator")
+    port = free_port()
+    path.write_text(f"{port}\n")
+    return session, port
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, on any interface (``tessera run`` binds 0.0.0.0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
+def scrape(port: int, timeout: float = 10.0) -> str:
+    """The operator's /metrics page, as Prometheus reads it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as page:
+        return str(page.read().decode())
+
+
+def metric_lines(text: str, name: str = METRIC) -> list[str]:
+    """The samples of metric ``name`` in an exposition page: what ``grep ^NAME`` prints."""
+    return [line for line in text.splitlines() if line.startswith(name)]
+
+
+def metrics_query(port: int, name: str = METRIC) -> str:
+    """The one-line query the demo prints for a shell."""
+    return f"curl -s localhost:{port}/metrics | grep ^{name}"

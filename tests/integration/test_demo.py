@@ -10,10 +10,12 @@ only here.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -254,12 +256,28 @@ def _whoami(kubeconfig: Path) -> dict[str, Any]:
     return user
 
 
+def _assert_the_printed_metrics_query_answers(stdout: str) -> None:
+    """The closing lines' ``curl -s localhost:PORT/metrics | grep ^METRIC``: the operator the
+    demo left running answers there with Tessera's reconcile counter, passes that concluded
+    Ready counted, and the demo showed those samples."""
+    query = re.search(r"^Metrics: curl -s localhost:(\d+)/metrics \| grep \^(\w+)", stdout, re.M)
+    assert query is not None, stdout[-2000:]
+    port, metric = int(query[1]), query[2]
+    assert metric == "tessera_reconciles_total"  # docs/observability.md's, the product's own
+    with urllib.request.urlopen(f"http://localhost:{port}/metrics", timeout=10) as page:
+        samples = [s for s in page.read().decode().splitlines() if s.startswith(metric)]
+    ready = [s for s in samples if 'kind="NodePoolGeometry",outcome="ready"' in s]
+    assert ready and float(ready[0].rsplit(" ", 1)[1]) >= 1, samples
+    shown = stdout.split(f"==> the operator's metrics on localhost:{port}/metrics", 1)[1]
+    assert ready[0].split(" ", 1)[0] in shown, shown[:2000]  # the demo printed the series
+
+
 def test_make_demo_runs_the_operator_and_the_agents_as_their_service_accounts(
     tmp_path: Path,
 ) -> None:
     """`make demo` itself (``tessera dev demo``, its own control plane): it succeeds, and what
     it runs of Tessera's authenticates as config/rbac's ServiceAccounts, the agents with
-    tokens naming their nodes."""
+    tokens naming their nodes; the operator serves its metrics where the closing lines say."""
     state = tmp_path / "demo"
     tessera = [sys.executable, "-m", "tessera.cli.main", "dev"]
     try:
@@ -274,6 +292,7 @@ def test_make_demo_runs_the_operator_and_the_agents_as_their_service_accounts(
         assert "refused:" not in run.stdout, run.stdout
         assert "ml/serving-0 -> h100-inference-" in run.stdout, run.stdout  # placed and running
         assert run.stdout.splitlines()[0] in (ROOT / "README.md").read_text()  # as the README shows
+        _assert_the_printed_metrics_query_answers(run.stdout)
         assert _whoami(state / "operator.kubeconfig")["username"] == identity.OPERATOR.username
         agents = sorted((state / "agents").glob("*/agent.kubeconfig"))
         assert [p.parent.name for p in agents] == ["ascend-310p-0", "ascend-310p-1"]

@@ -1,4 +1,5 @@
-"""The README's "DRA pools" example, applied verbatim with kubectl on the real control plane.
+"""docs/examples.md's "DRA pools" example (linked from the README), applied verbatim with kubectl
+on the real control plane.
 
 A platform engineer copies the section's two YAML blocks: the pool and its SharingPolicy,
 then the ResourceClaimTemplate and the Deployment into the workload's namespace. Two H100
@@ -31,8 +32,8 @@ NS = "readme-dra"
 
 
 def readme_blocks() -> list[list[dict[str, Any]]]:
-    """The YAML blocks of README.md's "DRA pools" section, each as its documents."""
-    text = (ROOT / "README.md").read_text()
+    """The YAML blocks of docs/examples.md's "DRA pools" section, each as its documents."""
+    text = (ROOT / "docs" / "examples.md").read_text()
     section = text.split("\n## DRA pools\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
     return [[d for d in yaml.safe_load_all(b) if d] for b in blocks]
@@ -55,7 +56,7 @@ def test_the_readme_example_gets_claims_on_devices_of_the_declared_profile(
     dra_objects.track(NPG, pool)
     dra_objects.track(SP, policy)
     kubectl.ok("apply", "-f", "-", stdin=yaml.safe_dump_all(cluster_scoped))
-    wait_ready(kube, pool, 240, "the README's DRA pool")
+    wait_ready(kube, pool, 240, "the DRA pool of docs/examples.md")
 
     template, deployment = workload
     klass = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"]

@@ -1,4 +1,5 @@
-"""The README's "Schedulers: HAMi and Volcano" example, applied verbatim with kubectl.
+"""docs/examples.md's "Schedulers: HAMi and Volcano" example (linked from the README), applied
+verbatim with kubectl.
 
 A platform engineer has HAMi and Volcano installed (``devcluster.schedulers``: their config
 maps and scheduler Deployments as the charts leave them), the Ascend runtime class, and two
@@ -6,7 +7,7 @@ maps and scheduler Deployments as the charts leave them), the Ascend runtime cla
 section's two YAML blocks: the SharingPolicy, then the two pods into ``inference``. Every place
 of the field report's chain is then checked from outside (``devcluster.chain``): soft slicing
 rolled out and advertised, HAMi's and Volcano's configs, Volcano's restart, the pod contract.
-The checks of parts not on this branch yet are listed by ``chain.REQUIRED``; the README's
+The checks of parts not on this branch yet are listed by ``chain.REQUIRED``; the page's
 blocks are the demo's (``devcluster/soft_slicing.yaml``), so ``make demo`` plays this story.
 """
 
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 
 def readme_blocks() -> list[list[dict[str, Any]]]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "examples.md").read_text()
     section = text.split("\n## Schedulers: HAMi and Volcano\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
     return [[d for d in yaml.safe_load_all(b) if d] for b in blocks]

@@ -1,7 +1,8 @@
-"""The README's "vGPU pools" section, played on the real control plane.
+"""docs/examples.md's "vGPU pools" section (linked from the README), played on the real control
+plane.
 
 A platform engineer copies the section: the ``kubectl label`` line from the console block, run
-as printed on two vGPU nodes (A100 80GB PCIe boards, named as in the README, the GPU Operator's
+as printed on two vGPU nodes (A100 80GB PCIe boards, named as on the page, the GPU Operator's
 deploy labels already there), then the NodePoolGeometry block applied verbatim with kubectl.
 The simulated vGPU Device Manager and sandbox device plugin (``devcluster.vgpunode``, their
 own board table) play the nodes. The section's KubeVirt blocks cannot be applied here (no
@@ -36,7 +37,7 @@ NS = "readme-vgpu"
 
 
 def section() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "examples.md").read_text()
     return text.split("\n## vGPU pools\n", 1)[1].split("\n## ", 1)[0]
 
 
@@ -70,14 +71,14 @@ def test_the_readme_pool_gives_vms_the_resource_kubevirt_is_told_to_permit(
     gpus = int(dict(a.split("=", 1) for a in label[3:] if "=" in a)[c.GPU_COUNT_LABEL])
     specs = [vgpufleet.node_spec(n, BOARD, gpus=gpus) for n in nodes]
     manifests = [vgpufleet.node_manifest(s) for s in specs]
-    for manifest in manifests:  # the GPU Operator's deploy labels only: the rest is the README's
+    for manifest in manifests:  # the GPU Operator's deploy labels only: the rest is the page's
         for key in (c.GPU_WORKLOAD_CONFIG_LABEL, c.GPU_PRODUCT_LABEL, c.GPU_COUNT_LABEL):
             del manifest["metadata"]["labels"][key]
     fleet.create_from_manifests(kube, manifests)
     kubectl.ok(*label[1:])  # as printed, after "kubectl"
     pool = pool_obj["metadata"]["name"]
     kubectl.ok("apply", "-f", "-", stdin=yaml.safe_dump(pool_obj))
-    wait_ready(kube, pool, 240, "the README's vGPU pool")
+    wait_ready(kube, pool, 240, "the vGPU pool of docs/examples.md")
     ((vgpu_type, per_gpu),) = pool_obj["spec"]["vgpu"]["layouts"][0]["types"].items()
     resource = vgpufleet.resource(vgpu_type)
     for name in nodes:
@@ -98,7 +99,7 @@ def test_the_readme_pool_gives_vms_the_resource_kubevirt_is_told_to_permit(
     # volumes, as every one has) are evicted and come back on the new layout.
     half = {"vgpu": {"layouts": [{"devices": "all", "types": {vgpu_type: per_gpu // 2}}]}}
     kubectl.ok("patch", "nodepoolgeometry", pool, "--type=merge", "-p", json.dumps({"spec": half}))
-    wait_ready(kube, pool, 240, "the README's vGPU pool after a change of counts")
+    wait_ready(kube, pool, 240, "the vGPU pool of docs/examples.md after a change of counts")
     for name in nodes:
         assert advertised(kube, name) == {resource: str(gpus * (per_gpu // 2))}, name
     moved = wait_running(kube, NS, "desktop", 2, 90)
