@@ -9,7 +9,7 @@ evict, blocking PDBs, the approval hash).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -121,7 +121,7 @@ def _policy(
     evicts: dict[str, tuple[str, ...]] = {}
     if disruptive and result.valid:
         desired = {n: rollout_targets.desired_node(result, facts[n]) for n in disruptive}
-        rolled, evicts = _rollout(after, name, spec, desired, approved, now)
+        rolled, evicts = _rollout(after, name, spec, desired, set(governed), approved, now)
     changes = tuple(
         NodeChange(
             node,
@@ -160,19 +160,28 @@ def _rollout(
     name: str,
     spec: SharingPolicySpec,
     desired: Mapping[str, rollout.DesiredNode],
+    governed: Set[str],
     approved: str | None,
     now: datetime,
 ) -> tuple[rollout.Plan, dict[str, tuple[str, ...]]]:
     """The cordon/drain rollout of the nodes that move disruptively, as ``sharing_rollout``
-    plans it, and per node the pods drained first."""
+    plans it, and per node the pods drained first. The policy's other nodes are bystanders:
+    one unavailable holds the budget all the same."""
     views = [observe.node_view(n) for n in after.nodes if n["metadata"]["name"] in desired]
+    bystanders = [
+        observe.node_view(n)
+        for n in after.nodes
+        if n["metadata"]["name"] in governed and n["metadata"]["name"] not in desired
+    ]
     pods = [
         observe.pod_view(p) for p in after.pods if (p.get("spec") or {}).get("nodeName") in desired
     ]
     pdbs = [observe.pdb_view(p) for p in after.pdbs]
     owner = rollout_targets.owner_id(name)
     room = rollout.room(map(observe.node_view, after.nodes), map(observe.pod_view, after.pods))
-    rolled = rollout.plan(owner, spec.rollout, desired, views, pods, pdbs, now, approved, room)
+    rolled = rollout.plan(
+        owner, spec.rollout, desired, views, pods, pdbs, now, approved, room, bystanders=bystanders
+    )
     evicts = {}
     for node in desired:
         chosen = selection.selected([p for p in pods if p.node == node], spec.rollout.drain)
