@@ -129,3 +129,35 @@ def _float(section: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{KEY}: nvidia.{key} {value!r} is not a number")
     return float(value)
+
+
+# What HAMi's scheduler decodes strictly by type (yaml.v2 into its Go structs): the vnpus shape
+# of each version and the integer fields of an entry and its templates. Written from HAMi's
+# structs (pkg/device/ascend/vnpu.go, the scheduler's Config), not from Tessera's table.
+_MAP_FORM_FROM = (2, 9)
+_ENTRY_INTS = ("memoryAllocatable", "memoryCapacity", "aiCore", "aiCPU", "memoryFactor")
+_TEMPLATE_INTS = ("memory", "aiCore", "aiCPU")
+
+
+def scheduler_loads(doc: Mapping[str, Any], version: tuple[int, int]) -> None:
+    """HAMi ``version``'s scheduler start-up read of the file; ConfigError where it exits."""
+    raw = doc.get("vnpus")
+    if raw is None:
+        return
+    if (version >= _MAP_FORM_FROM) != isinstance(raw, dict):
+        wants = "{hamiVnpuCore, configs}" if version >= _MAP_FORM_FROM else "a list"
+        raise ConfigError(f"{KEY}: HAMi v{version[0]}.{version[1]} reads vnpus as {wants}")
+    entries = raw.get("configs") if isinstance(raw, dict) else raw
+    for entry in entries or []:
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{KEY}: a vnpus entry is not a map: {entry!r}")
+        _ints(entry, _ENTRY_INTS, str(entry.get("chipName")))
+        for template in entry.get("templates") or []:
+            _ints(template, _TEMPLATE_INTS, f"{entry.get('chipName')} template")
+
+
+def _ints(item: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        value = item.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ConfigError(f"{KEY}: {where}: {key} {value!r} is not a number")

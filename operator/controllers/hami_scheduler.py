@@ -6,7 +6,9 @@ Each map the policies name is read, planned (``domain.schedulers.hami_want`` joi
 ``hami_config`` edits the text) and patched with the resourceVersion it was read at; a 409 is
 a race and the map is read and planned again. Nothing is ever created: a missing map, or a
 missing scheduler Deployment for a policy naming HAMi, is ``WaitingForScheduler``; a file that
-does not parse is left as it is (``SchedulerConfigInvalid``, with line and column).
+does not parse is left as it is (``SchedulerConfigInvalid``, with line and column), and so is
+one HAMi's version could not load once planned — a person's entry of another version's shape
+(``SchedulerConfigUnloadable``, naming the entry and the version; ``domain.schedulers.hami_load``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
 from tessera.domain.failures import Failure
-from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, hami_owned, outcome
+from tessera.domain.schedulers import (
+    ObjectKey,
+    PolicyDemand,
+    SchedulerOutcome,
+    hami_load,
+    hami_owned,
+    outcome,
+)
 from tessera.domain.schedulers.hami_config import Want, plan, present_chips
 from tessera.domain.schedulers.hami_guard import NotEditable
 from tessera.domain.schedulers.hami_want import Joined, join
@@ -128,6 +137,11 @@ def _planned(
         present = present_chips(text)
         joined = join(where, named, present) if named else Joined(Want(None))
         edit = plan(text, owned, joined.want) if joined.want is not None else None
+    except hami_load.Unloadable as err:
+        message = hami_load.said(where, err)
+        log.warning("%s", message)
+        verdict = Verdict("stalled", outcome.CONFIG_UNLOADABLE, message)
+        return {d.policy: SchedulerOutcome(verdict) for d in named}
     except YamlInvalidError as err:
         said = "cannot be edited" if isinstance(err, NotEditable) else "does not parse"
         message = f"{where} {said} at {err}; Tessera leaves it as it is"

@@ -73,7 +73,8 @@ def sync(
     is the spec of a policy being deleted: the configs it named are visited too, even when
     no other policy names them, so its fields go from there as well. ``refs``: how each
     policy's Events name it; a policy whose config this sync wrote gets one
-    ``SchedulerConfigWritten``.
+    ``SchedulerConfigWritten``; one whose HAMi config would not load, a Warning
+    ``SchedulerConfigUnloadable``.
     """
     with _LOCK:
         wanted = [p for p in policies if p.spec.scheduler is not None]
@@ -119,9 +120,13 @@ def _announce(
     ctx: Context, outcomes: Mapping[str, SchedulerOutcome], refs: Mapping[str, Ref]
 ) -> None:
     for name, found in sorted(outcomes.items()):
+        ref = refs.get(name) or Ref(c.API_VERSION, "SharingPolicy", name)
+        if found.verdict.reason == outcome.CONFIG_UNLOADABLE:  # once per message (the recorder)
+            ctx.events.post(
+                ref, outcome.CONFIG_UNLOADABLE, found.verdict.message, ctx.clock(), "Warning"
+            )
         if not found.notes:
             continue
-        ref = refs.get(name) or Ref(c.API_VERSION, "SharingPolicy", name)
         more = f" (and {len(found.notes) - 3} more)" if len(found.notes) > 3 else ""
         text = "; ".join(found.notes[:3]) + more
         ctx.events.post(ref, "SchedulerConfigWritten", text, ctx.clock())

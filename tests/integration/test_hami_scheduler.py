@@ -9,7 +9,11 @@ the 310P3 ``vnpus`` entry and sets ``hamiVnpuCore``, every hand-written line kep
 downgraded to v2.8 gets the list form; the policy deleted gives the file back as written.
 Bad input: no map (or no Deployment) is ``WaitingForScheduler`` and nothing is created; a file
 that does not parse is left alone and reported with line and column; two policies wanting
-different ``hamiVnpuCore`` are a ``Conflict`` on both.
+different ``hamiVnpuCore`` are a ``Conflict`` on both. A person's entries of another HAMi
+version's shape: ``vnpus`` kept as a list under v2.10 is reshaped (the one known shape change),
+an entry HAMi would refuse (a quoted number) is ``SchedulerConfigUnloadable`` naming the entry
+and the version, and nothing is written until the person fixes it; whatever Tessera writes,
+the simulated HAMi scheduler of that version loads (``devcluster.hami_config``).
 
 The operator runs under its ServiceAccount with exactly config/rbac (a verb missing there
 fails these tests). HAMi's Ascend device plugin is simulated (``devcluster.hami_ascend``).
@@ -24,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import fleet, gpunode, hami_ascend, hami_nvidia
+from devcluster import fleet, gpunode, hami_ascend, hami_config, hami_nvidia
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
@@ -405,3 +409,61 @@ def test_a_policy_that_stops_naming_the_scheduler_gives_its_fields_back(
     obj = wait_ready(kube, "hs-drop", 60)
     assert "scheduler" not in obj["status"]
     delete_policy(kube, "hs-drop")
+
+
+def _loads(kube: Kube, version: tuple[int, int]) -> None:
+    """HAMi's scheduler of ``version``, simulated, reads the map as it stands (raises if not)."""
+    hami_config.scheduler_loads(yaml.safe_load(_text(kube)) or {}, version)
+
+
+# A person's file from the v2.8 days: vnpus still a list, their 910B3 entry in it.
+KEPT_AS_LIST = HAND_WRITTEN.replace(
+    "vnpus:\n  hamiVnpuCore: false\n  configs:\n  # our", "vnpus:\n  # our"
+)
+
+
+def test_a_kept_list_of_another_version_is_reshaped_and_the_scheduler_loads_it(
+    kube: Kube, hami: None
+) -> None:
+    _write_map(kube, KEPT_AS_LIST)
+    with pytest.raises(hami_config.ConfigError):  # as the person left it, v2.10 would not start
+        _loads(kube, (2, 10))
+    _nodes(kube, "hs-list")
+    _policy(kube, "hs-list", "hs-list", soft=True)
+    wait_ready(kube, "hs-list", 90)
+    _loads(kube, (2, 10))
+    section = _vnpus(kube)
+    assert section["hamiVnpuCore"] is True
+    assert _entry(section, "910B3") == _entry(yaml.safe_load(KEPT_AS_LIST)["vnpus"], "910B3")
+    assert "# our 910B3 boxes: tuned by hand, do not touch" in _text(kube)
+    message = event_with(kube, "hs-list", "SchedulerConfigWritten", "reshaped vnpus")
+    assert message is not None and "HAMi v2.10.0 reads that form" in message
+    delete_policy(kube, "hs-list")
+    _loads(kube, (2, 10))  # given back in the shape the scheduler reads
+
+
+def test_a_kept_entry_the_scheduler_would_refuse_is_named_and_nothing_is_written(
+    kube: Kube, hami: None
+) -> None:
+    quoted = HAND_WRITTEN.replace("    aiCore: 20\n", '    aiCore: "20"\n', 1)
+    _write_map(kube, quoted)
+    _nodes(kube, "hs-quoted")
+    _policy(kube, "hs-quoted", "hs-quoted", soft=True)
+    eventually(lambda: _reason(kube, "hs-quoted") == "SchedulerConfigUnloadable", 60, "refused")
+    message = condition(policy(kube, "hs-quoted"), "Stalled")["message"]  # type: ignore[index]
+    assert "HAMi v2.10.0's LoadConfig would fail" in message, message
+    assert "vnpus.configs[0].aiCore (chip 910B3): a string ('20')" in message, message
+    assert "line 29, column 13: HAMi" in message, message  # where the person sees it
+    assert condition(policy(kube, "hs-quoted"), "Ready")["status"] == "False"  # type: ignore[index]
+    warned = event_with(kube, "hs-quoted", "SchedulerConfigUnloadable", "chip 910B3", "v2.10.0")
+    assert warned is not None
+    assert _text(kube) == quoted  # nothing written
+    with pytest.raises(hami_config.ConfigError, match="aiCore '20' is not a number"):
+        _loads(kube, (2, 10))  # the simulated scheduler agrees, from its own reading
+
+    _write_map(kube, HAND_WRITTEN)  # the person fixes their entry
+    wait_ready(kube, "hs-quoted", 90)
+    _loads(kube, (2, 10))
+    assert _entry(_vnpus(kube), "310P3") is not None
+    delete_policy(kube, "hs-quoted")
+    assert _text(kube) == HAND_WRITTEN

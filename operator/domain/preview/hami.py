@@ -17,7 +17,15 @@ from collections.abc import Iterable, Sequence
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands, hami_owned, hami_restart
+from tessera.domain.schedulers import (
+    ObjectKey,
+    PolicyDemand,
+    demands,
+    hami_load,
+    hami_owned,
+    hami_restart,
+    outcome,
+)
 from tessera.domain.schedulers.hami_config import Want, plan, present_chips
 from tessera.domain.schedulers.hami_want import Joined, join
 from tessera.domain.schedulers.outcome import TRAP
@@ -76,6 +84,9 @@ def _one(before: Cluster, key: ObjectKey, named: Sequence[PolicyDemand]) -> Sche
     try:
         joined = join(where, named, present_chips(text)) if named else Joined(Want(None))
         edit = plan(text, owned, joined.want) if joined.want is not None else None
+    except hami_load.Unloadable as err:
+        message = f"{outcome.CONFIG_UNLOADABLE}: {hami_load.said(where, err)}"
+        return SchedulerPreviews((), {d.policy: (message,) for d in named})
     except YamlInvalidError as err:
         message = f"SchedulerConfigInvalid: {where} cannot be edited at {err}; left as it is"
         return SchedulerPreviews((), {d.policy: (message,) for d in named})

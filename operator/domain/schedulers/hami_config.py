@@ -11,7 +11,11 @@ every other line byte for byte (``yaml_text``) — and the new ownership record:
   Tessera's entries for chips no policy wants any more go;
 * ``vnpus.hamiVnpuCore`` (map form only) and the ``nvidia:`` scalings, each set with the value
   it replaced remembered, and that value given back when no policy wants the field;
-* a field in ``held`` (the policies disagree on it) is left exactly as it is.
+* a field in ``held`` (the policies disagree on it) is left exactly as it is;
+* the whole result, people's entries included, loadable by HAMi's version (``hami_load``):
+  a ``vnpus`` section in the other version's shape is reshaped even when no policy asks for
+  Ascend chips (the one shape change between versions), anything else HAMi would refuse is
+  ``hami_load.Unloadable`` — nothing is written.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from . import hami_guard, hami_shape, vnpus, yaml_text
+from . import hami_guard, hami_load, hami_shape, vnpus, yaml_text
 from .hami_owned import Owned, Prior
 from .versions import Version
 
@@ -58,14 +62,17 @@ def plan(text: str, owned: Owned, want: Want) -> Edit:
     """The file with Tessera's fields as ``want`` says; ``yaml_text.YamlInvalidError`` if the
     file does not parse, ``hami_guard.NotEditable`` if Tessera cannot edit it without
     touching a person's keys (aliases, anchors, merge keys where it edits) — then nothing
-    is written."""
+    is written; ``hami_load.Unloadable`` (also a ``YamlInvalidError``) if HAMi's version
+    could not load the result."""
     hami_guard.refuse(text)  # raises for a file that does not parse, or not safely editable
-    edit = Edit(text, owned)
+    edit = _reshape(Edit(text, owned), want)  # a person's vnpus in the other version's shape too
     touches_vnpus = bool(want.chips or want.hami_vnpu_core is not None or owned.chips)
     if touches_vnpus or owned.hami_vnpu_core is not None:
         edit = _vnpus(edit, want)
     edit = _nvidia(edit, want)
     hami_guard.check(text, edit.text, {*owned.chips, *edit.owned.chips})
+    if want.version is not None:
+        hami_load.refuse(edit.text, want.version, text)
     return edit
 
 

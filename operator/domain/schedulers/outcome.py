@@ -18,6 +18,9 @@ from tessera.domain.conditions import Verdict
 WAITING_FOR_SCHEDULER = "WaitingForScheduler"  # Reconciling: its config map or Deployment absent
 CONFLICT = "Conflict"  # Stalled: two policies disagree on one scheduler's settings
 CONFIG_INVALID = "SchedulerConfigInvalid"  # Stalled: a config that does not parse, left as is
+CONFIG_UNLOADABLE = (
+    "SchedulerConfigUnloadable"  # Stalled: the scheduler could not load it; unwritten
+)
 VERSION_UNKNOWN = "SchedulerVersionUnknown"  # Stalled: no declared version and no tag
 RESTART_PENDING = "RestartPending"  # Reconciling: Volcano must restart to read the change
 TRAP = "SchedulerTrap"  # Stalled: a combination that leaves pods Pending

@@ -75,6 +75,11 @@ ERRORS = {
     "no Deployment": (_cluster(image=None), "WaitingForScheduler"),
     "no map": (_cluster(text=None), "WaitingForScheduler"),
     "alias in vnpus": (_cluster(text="d: &d {aiCore: 8}\nvnpus: *d\n"), "SchedulerConfigInvalid"),
+    "a kept entry HAMi refuses": (
+        _cluster(text="vnpus:\n  configs:\n  - {chipName: 910B3, aiCore: '20'}\n"),
+        "SchedulerConfigUnloadable: kube-system/hami-scheduler-device (device-config.yaml), "
+        "line 3, column 31: HAMi v2.10.0's LoadConfig would fail: vnpus.configs[0].aiCore",
+    ),
 }
 
 

@@ -74,7 +74,7 @@ def test_what_is_written_reads_as_wanted_and_a_second_plan_changes_nothing(
     doc = yaml.safe_load(written.text)
     section = doc.get("vnpus")
     before = (yaml.safe_load(text) or {}).get("vnpus")
-    shaped = vnpus.map_form(want.version) if want.chips else isinstance(before, dict)  # type: ignore[arg-type]
+    shaped = vnpus.map_form(want.version) if want.chips or before else isinstance(before, dict)  # type: ignore[arg-type]
     assert isinstance(section, dict) == shaped
     entries = section.get("configs") if isinstance(section, dict) else section or []
     for chip in want.chips:
@@ -148,7 +148,7 @@ def test_present_chips_counts_everyones_entries() -> None:
 def _reshaped(text: str, want: Want) -> bool:
     before = (yaml.safe_load(text) or {}).get("vnpus")
     shape = vnpus.map_form(want.version) if want.version else None
-    return before is not None and bool(want.chips) and isinstance(before, dict) != shape
+    return before is not None and shape is not None and isinstance(before, dict) != shape
 
 
 def _entry(entries: list[Any], chip: str) -> Any:
