@@ -13,6 +13,7 @@ from typing import Annotated, Protocol
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from . import devices as grammar
+from . import mig_profiles
 from .common import (
     MIG_PROFILE_PATTERN,
     VNPU_TEMPLATE_PATTERN,
@@ -39,6 +40,12 @@ Devices = Annotated[
 ]
 
 
+_KNOWN_LIST = "[" + ", ".join(f"'{name}'" for name in mig_profiles.KNOWN) + "]"
+_UNKNOWN_KEYS = f"self.filter(k, k.matches(r'{MIG_PROFILE_PATTERN}') && !(k in {_KNOWN_LIST}))"
+_KNOWN_RULE = f"{_UNKNOWN_KEYS}.size() == 0"
+_UNKNOWN_MESSAGE = f"'{mig_profiles.UNKNOWN} ' + {_UNKNOWN_KEYS}.join(', ')"
+
+
 class MigLayout(ApiModel):
     devices: Devices = Field(
         default="all",
@@ -49,9 +56,12 @@ class MigLayout(ApiModel):
         default_factory=dict,
         description='MIG profile → instances per GPU, e.g. {"3g.40gb": 1, "1g.10gb": 2}. '
         "Empty disables MIG on these GPUs.",
-        json_schema_extra=keys_matching(
-            MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me", 8
-        ),
+        json_schema_extra={
+            **keys_matching(
+                MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me", 8
+            ),
+            **validations(message_expression(_KNOWN_RULE, _UNKNOWN_MESSAGE)),
+        },
     )
 
 

@@ -63,9 +63,20 @@ class DraPool(ApiModel):
     )
 
 
+NOTHING_DECLARED = (
+    "set one of spec.mig, spec.vnpu or spec.vgpu (or allocation: DRA): a pool without any "
+    "declares no geometry; for whole GPUs, a mig layout with empty profiles"
+)
+
+
 class NodePoolGeometrySpec(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=validations(
+            cel(
+                "has(self.mig) || has(self.vnpu) || has(self.vgpu) || has(self.dra) "
+                "|| (has(self.allocation) && self.allocation == 'DRA')",
+                NOTHING_DECLARED,
+            ),
             cel(
                 "!(has(self.mig) && has(self.vnpu))",
                 "mig and vnpu are mutually exclusive: a pool is either NVIDIA or Ascend",
@@ -115,7 +126,9 @@ class NodePoolGeometrySpec(ApiModel):
         "A selector that matches no node is Stalled (NoNodes)."
     )
     mig: MigGeometry | None = Field(
-        default=None, description="NVIDIA MIG layouts. Omit both mig and vnpu for whole GPUs."
+        default=None,
+        description="NVIDIA MIG layouts; a layout with empty profiles keeps its GPUs whole "
+        "(MIG disabled). One of mig, vnpu or vgpu is required, unless allocation is DRA.",
     )
     vnpu: VnpuGeometry | None = Field(default=None, description="Ascend vNPU template layouts.")
     vgpu: VgpuGeometry | None = Field(

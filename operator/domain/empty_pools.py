@@ -12,7 +12,10 @@ is true: no node runs its layout.
 Its layout is still checked against the models the selector names
 (``nvidia.com/gpu.product``, ``nvidia.com/gpu.count``, the Ascend chip and
 count labels), by the same per-node rules a real node would get, so a layout
-impossible on the named model is refused before the first node arrives.
+impossible on the named model is refused before the first node arrives. And
+before any of that, a MIG profile name no model of the catalog has (the CRD
+refuses it; a pool stored before that rule may hold one) is a spec error,
+``InvalidSpec``, so a typo never hides behind ``NoNodes``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import pools, selectors
+from tessera.domain import manifest_rules, pools, selectors
 from tessera.domain.conditions import Verdict
 
 DEFAULT_DEVICES = 8  # devices assumed per node when the selector does not name a count
@@ -56,6 +59,11 @@ def layout_problem(pool: str, spec: NodePoolGeometrySpec) -> str:
 def verdict(pool: str, spec: NodePoolGeometrySpec) -> Verdict:
     """The verdict of a pool that selects no node."""
     where = f"spec.nodeSelector ({selectors.describe(spec.node_selector)}) matches no node"
+    for i, layout in enumerate(spec.mig.layouts if spec.mig else ()):
+        unknown = manifest_rules.unknown_profiles(layout.profiles)
+        if unknown:
+            message = f"spec.mig.layouts[{i}].profiles: {unknown} (and {where} yet)"
+            return Verdict("stalled", "InvalidSpec", message)
     problem = layout_problem(pool, spec)
     if problem:
         message = f"{where}, and the layout is impossible on the model it names: {problem}"

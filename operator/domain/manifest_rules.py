@@ -15,17 +15,19 @@ Pure: a spec in, the first broken rule (field, message) out.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from tessera.api.v1alpha1 import mig_profiles, vgpu
 from tessera.api.v1alpha1 import scheduler as sched
-from tessera.api.v1alpha1 import vgpu
 from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
     RESOURCE_NAME_PATTERN,
     VNPU_TEMPLATE_PATTERN,
 )
+from tessera.api.v1alpha1.nodepoolgeometry import NOTHING_DECLARED
 from tessera.api.v1alpha1.sharingpolicy import PER_DEVICE_IN_CLASS
 
 Spec = Mapping[str, Any]
@@ -68,7 +70,15 @@ _RESOURCES = (
 
 def messages() -> frozenset[str]:
     """Every message these rules give: the CRDs' CEL messages they are the twins of."""
-    fixed = {MAX_UNAVAILABLE, MIG_XOR_VNPU, ONE_ALL, SELECTOR_XOR_POOL, SOME_LIMIT, _RESOURCES[1]}
+    fixed = {
+        NOTHING_DECLARED,
+        MAX_UNAVAILABLE,
+        MIG_XOR_VNPU,
+        ONE_ALL,
+        SELECTOR_XOR_POOL,
+        SOME_LIMIT,
+        _RESOURCES[1],
+    }
     fixed |= {DRA_ONLY_FOR_DRA, DRA_NOT_ASCEND, DRA_MIXED_ONLY, DRA_NEEDS_POOL, DRA_NO_HAMI}
     fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
     fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA, PER_DEVICE_IN_CLASS}
@@ -110,7 +120,29 @@ def _keys(where: str, mapping: Any, pattern: str, message: str) -> Iterator[Brok
         yield where, message
 
 
+def unknown_profiles(profiles: Any) -> str:
+    """The CRD's message for MIG profile names no catalog model has, each with the nearest
+    known name; "" when every name is known (or, for the pattern's rule, malformed)."""
+    if not isinstance(profiles, Mapping):
+        return ""
+    names = [
+        str(k)
+        for k in profiles
+        if re.match(MIG_PROFILE_PATTERN, str(k)) and k not in mig_profiles.KNOWN
+    ]
+    if not names:
+        return ""
+    said = []
+    for name in names:
+        near = difflib.get_close_matches(name, mig_profiles.KNOWN, n=1, cutoff=0.6)
+        said.append(f"{name} (did you mean {near[0]}?)" if near else name)
+    return f"{mig_profiles.UNKNOWN} {', '.join(said)}"
+
+
 def _geometry(spec: Spec) -> Iterator[Broken]:
+    declared = ("mig", "vnpu", "vgpu", "dra")
+    if not any(block in spec for block in declared) and spec.get("allocation") != "DRA":
+        yield "", NOTHING_DECLARED
     if "mig" in spec and "vnpu" in spec:
         yield "", MIG_XOR_VNPU
     dra = spec.get("allocation") == "DRA"
@@ -132,6 +164,8 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
             yield f"{block}.layouts", ONE_ALL
         for i, layout in enumerate(layouts):
             yield from _keys(f"{block}.layouts.{i}.{counts}", layout.get(counts), *_KEYS[counts])
+            if counts == "profiles" and (unknown := unknown_profiles(layout.get(counts))):
+                yield f"{block}.layouts.{i}.{counts}", unknown
             if counts == "types":
                 yield from _vgpu_mixing(f"{block}.layouts.{i}.types", layout.get("types"))
     yield from _rollout(spec)

@@ -22,6 +22,7 @@ Pure: text in, values out; reading files and running kustomize is the CLI's.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
     out: list[Raw] = []
     notes: list[str] = []
     seen: dict[tuple[str, str], str] = {}
+    skipped_at: list[str] = []
     for doc in items(documents):
         body = doc.body
         if body is None:
@@ -164,11 +166,16 @@ def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
                 "give its directory with -f and tessera plan renders it as Argo CD does"
             )
         if group != c.GROUP:
-            notes.append(f"skipped {kind} {name or '(unnamed)'}: not a Tessera object")
+            near = _near_kind(kind, specs)
+            hint = f" (did you mean {near}, apiVersion {c.API_VERSION}?)" if near else ""
+            notes.append(f"skipped {kind} {name or '(unnamed)'}: not a Tessera object{hint}")
+            skipped_at.append(doc.where)
             continue
         if kind not in specs:
+            near = _near_kind(kind, specs)
+            hint = f"did you mean {near}? " if near else ""
             raise ManifestError(
-                f"{doc.where}: {c.GROUP} has no kind {kind!r} (its kinds: {', '.join(specs)})"
+                f"{doc.where}: {c.GROUP} has no kind {kind!r} ({hint}its kinds: {', '.join(specs)})"
             )
         if api != c.API_VERSION:
             raise ManifestError(
@@ -199,7 +206,19 @@ def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
             field = ".".join(p for p in ("spec", broken[0]) if p)
             raise ManifestError(f"{doc.where}: {kind}/{name}: {field}: {broken[1]}")
         out.append(body)
+    if not out:  # "no changes" would be a false green: nothing was compared
+        places = f"{', '.join(skipped_at)}: " if skipped_at else ""
+        skipped = f": {'; '.join(notes)}" if notes else ""
+        raise ManifestError(f"{places}no Tessera object in the input, nothing to plan{skipped}")
     return out, notes
+
+
+def _near_kind(kind: str, kinds: Iterable[str]) -> str | None:
+    """The Tessera kind ``kind`` is a near miss of (another case, a letter off), if any."""
+    known = list(kinds)
+    same = [k for k in known if k.lower() == kind.lower()]
+    near = same or difflib.get_close_matches(kind, known, n=1, cutoff=0.8)
+    return near[0] if near else None
 
 
 def _path(spec: Any, error: Any) -> list[str]:

@@ -35,6 +35,19 @@ def test_an_empty_stdin_is_an_error_not_no_changes(control_plane: Any) -> None:
         assert "tessera plan: -: no object to apply" in err
 
 
+def test_a_file_whose_every_object_is_skipped_is_an_error_with_a_did_you_mean(
+    control_plane: Any, tmp_path: Path
+) -> None:
+    """``kind: Nodepoolgeometry`` and no apiVersion: skipped, then "No changes", exit 0."""
+    typo = tmp_path / "pool.yaml"
+    typo.write_text("kind: Nodepoolgeometry\nmetadata: {name: h100}\nspec: {}\n")
+    code, out, err = tessera_plan("-f", str(typo), f"--kubeconfig={control_plane.kubeconfig}")
+    assert (code, out) == (1, ""), (out, err)
+    assert "no Tessera object in the input, nothing to plan" in err, err
+    assert "did you mean NodePoolGeometry, apiVersion tessera.io/v1alpha1?" in err, err
+    assert "No changes" not in err
+
+
 def test_a_list_from_kubectl_get_is_planned_item_by_item(
     kube: Kube, kubectl: Kubectl, control_plane: Any, tmp_path: Path
 ) -> None:

@@ -35,6 +35,14 @@ H100 = {c.POOL_LABEL: "h100", c.GPU_PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3"}
             "NoNodes",
             "tessera.io/pool=h100-inferenc",
         ),
+        # a profile no catalog model has (stored before the CRD refused it): the spec first
+        (
+            "no model has it",
+            spec({c.POOL_LABEL: "nobody-yet"}, {"mig": {"layouts": [{"profiles": {"1g.7gb": 1}}]}}),
+            "InvalidSpec",
+            "spec.mig.layouts[0].profiles: no GPU model in Tessera's catalog has MIG profile "
+            "1g.7gb (did you mean 1g.6gb?)",
+        ),
         # a model is named and the layout fits it
         ("fits H100", spec(H100, FITS), "NoNodes", "matches no node"),
         # a model is named and the layout is impossible on it: refused before any node exists

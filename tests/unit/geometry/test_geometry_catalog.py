@@ -79,3 +79,13 @@ def test_reference_placements_are_in_the_data(
     p = catalog.resolve(model_id).profile(profile)
     assert p is not None
     assert (p.starts, p.size, p.profile_id) == (starts, size, profile_id)
+
+
+def test_the_api_servers_profile_names_are_the_catalogs() -> None:
+    """The CRD refuses a MIG profile name outside ``tessera.api.v1alpha1.mig_profiles.KNOWN``;
+    it must be exactly the names the catalog's models have, no more, no fewer."""
+    from tessera.api.v1alpha1 import mig_profiles
+
+    union = {name for model in catalog.models() for name in model.profile_names}
+    assert set(mig_profiles.KNOWN) == union
+    assert len(mig_profiles.KNOWN) == len(union)

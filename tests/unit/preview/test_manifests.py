@@ -271,3 +271,31 @@ def test_every_cel_rule_of_the_crds_has_its_twin_in_the_plan() -> None:
         for message in _cel_messages(yaml.safe_load(crd.read_text())["spec"]["versions"])
     }
     assert found - twins == set()
+
+
+@pytest.mark.parametrize(
+    ("kind", "api", "said"),
+    [
+        ("Nodepoolgeometry", None, "(did you mean NodePoolGeometry, apiVersion tessera.io/v1alpha1?)"),
+        ("SharingPolicies", "v1", "(did you mean SharingPolicy, apiVersion tessera.io/v1alpha1?)"),
+        ("ConfigMap", "v1", "not a Tessera object: "),
+    ],
+)  # fmt: skip
+def test_input_with_no_tessera_object_is_an_error_not_no_changes(
+    kind: str, api: str | None, said: str
+) -> None:
+    """Every object skipped: "No changes" would be a false green, since nothing was compared."""
+    body = {"kind": kind, "metadata": {"name": "x"}, **({"apiVersion": api} if api else {})}
+    with pytest.raises(ManifestError) as refused:
+        parse([_doc(body)])
+    message = str(refused.value)
+    assert message.startswith(
+        "gitops/pools.yaml:7: no Tessera object in the input, nothing to plan: "
+    ), message
+    assert f"skipped {kind} x: not a Tessera object" in message and said in message + ": "
+
+
+def test_a_near_miss_kind_in_tessera_io_is_named() -> None:
+    body = {"apiVersion": "tessera.io/v1alpha1", "kind": "TenantQuotas", "metadata": {"name": "x"}}
+    with pytest.raises(ManifestError, match=r"no kind 'TenantQuotas' \(did you mean TenantQuota\?"):
+        parse([_doc(body)])

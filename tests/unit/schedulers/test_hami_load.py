@@ -1,7 +1,8 @@
 """Whether HAMi's scheduler loads a device-config.yaml, per version; and what Tessera writes.
 
-The shapes are HAMi's Go structs as yaml.v2 decodes them (docs/facts/hami.md §HAMi's scheduler
-device config): a known key of the wrong shape fails the whole load, an unknown key is ignored.
+The shapes are HAMi's Go structs as yaml.v2 decodes them
+(docs/facts/hami.md §HAMi's scheduler device config): a known key of the wrong shape fails the
+whole load, an unknown key is ignored.
 """
 
 from __future__ import annotations
