@@ -21,5 +21,8 @@ KNOWN: tuple[str, ...] = (
     "4g.48gb", "4g.71gb", "4g.72gb", "4g.90gb", "4g.96gb", "4g.96gb+gfx", "7g.40gb", "7g.80gb",
     "7g.94gb", "7g.96gb", "7g.141gb", "7g.144gb", "7g.180gb",
 )  # fmt: skip
-UNKNOWN = "no GPU model in Tessera's catalog has MIG profile"
-"""The start of the message; the names follow (``tessera geometry models`` lists each model's)."""
+UNKNOWN = (
+    "no GPU model in Tessera's catalog has one of these MIG profiles "
+    "(tessera geometry models lists each model's)"
+)
+"""The CRD's message; ``tessera plan`` adds the names, each with the nearest known one."""

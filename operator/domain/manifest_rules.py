@@ -79,7 +79,14 @@ def messages() -> frozenset[str]:
         SOME_LIMIT,
         _RESOURCES[1],
     }
-    fixed |= {DRA_ONLY_FOR_DRA, DRA_NOT_ASCEND, DRA_MIXED_ONLY, DRA_NEEDS_POOL, DRA_NO_HAMI}
+    fixed |= {
+        mig_profiles.UNKNOWN,
+        DRA_ONLY_FOR_DRA,
+        DRA_NOT_ASCEND,
+        DRA_MIXED_ONLY,
+        DRA_NEEDS_POOL,
+        DRA_NO_HAMI,
+    }
     fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
     fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA, PER_DEVICE_IN_CLASS}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
@@ -136,7 +143,7 @@ def unknown_profiles(profiles: Any) -> str:
     for name in names:
         near = difflib.get_close_matches(name, mig_profiles.KNOWN, n=1, cutoff=0.6)
         said.append(f"{name} (did you mean {near[0]}?)" if near else name)
-    return f"{mig_profiles.UNKNOWN} {', '.join(said)}"
+    return f"{mig_profiles.UNKNOWN}: {', '.join(said)}"
 
 
 def _geometry(spec: Spec) -> Iterator[Broken]:

@@ -40,8 +40,8 @@ H100 = {c.POOL_LABEL: "h100", c.GPU_PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3"}
             "no model has it",
             spec({c.POOL_LABEL: "nobody-yet"}, {"mig": {"layouts": [{"profiles": {"1g.7gb": 1}}]}}),
             "InvalidSpec",
-            "spec.mig.layouts[0].profiles: no GPU model in Tessera's catalog has MIG profile "
-            "1g.7gb (did you mean 1g.6gb?)",
+            "spec.mig.layouts[0].profiles: no GPU model in Tessera's catalog has one of these MIG "
+            "profiles (tessera geometry models lists each model's): 1g.7gb (did you mean 1g.6gb?)",
         ),
         # a model is named and the layout fits it
         ("fits H100", spec(H100, FITS), "NoNodes", "matches no node"),
