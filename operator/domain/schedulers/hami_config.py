@@ -91,7 +91,7 @@ def _doc(text: str) -> dict[str, Any]:
 
 
 def _vnpus(edit: Edit, want: Want) -> Edit:
-    edit = _reshape(edit, want)
+    """Tessera's entries and ``hamiVnpuCore`` on a section ``plan`` has already reshaped."""
     found = _doc(edit.text).get("vnpus")
     mapped = vnpus.map_form(want.version) if want.version else isinstance(found, dict)
     entries_at: list[str | int] = ["vnpus", "configs"] if mapped else ["vnpus"]

@@ -34,7 +34,6 @@ SUPPORTED = (Version(2, 7), V2_8, V2_9, V2_10)
 """The versions whose shapes are known (older ones are read as v2.7, newer as v2.10)."""
 
 _RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint": (0, 2**64 - 1)}
-_SCALARS = frozenset({"string", "bool", "float", *_RANGES})
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class Struct:
     """How a message names the shape (``{hamiVnpuCore, configs}``)."""
 
 
-Shape = str | ListOf | Struct  # str: a scalar kind of _SCALARS, or "mapping" (any mapping)
+Shape = str | ListOf | Struct  # str: "string", "bool", "float", a key of _RANGES, or "mapping"
 Path = tuple[str | int, ...]
 
 
@@ -189,10 +188,10 @@ def _mark(text: str, problem: Problem) -> tuple[int, int] | None:
         section = doc.get("vnpus") if isinstance(doc, dict) else None
         at: list[str | int] = ["vnpus", "configs"] if isinstance(section, dict) else ["vnpus"]
         entries = section.get("configs") if isinstance(section, dict) else section
-        names = [e.get("chipName") if isinstance(e, dict) else None for e in entries or []]
-        if problem.chip not in [str(n) for n in names]:
+        names = [str(e.get("chipName")) if isinstance(e, dict) else "" for e in entries or []]
+        if problem.chip not in names:
             return None
-        path = [*at, [str(n) for n in names].index(problem.chip), *rest]
+        path = [*at, names.index(problem.chip), *rest]
     node = yaml_text.find(root, path) if path else root
     if node is None:
         return None
