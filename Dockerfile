@@ -10,7 +10,7 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 # Only the operator's sources: the dev cluster (devcluster/, the simulators) never enters it.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY api/ api/
 COPY operator/ operator/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \

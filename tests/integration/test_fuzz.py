@@ -4,7 +4,7 @@ Two sources of objects, both built with hypothesis and bounded so the module
 runs in seconds:
 
 * from the schema the API server enforces (``crds/``, generated from the
-  pydantic models in ``api/v1alpha1``): shapes that mostly fit, with wrong
+  pydantic models in ``api/tessera/api/v1alpha1``): shapes that mostly fit, with wrong
   types, out-of-range numbers and junk strings mixed in;
 * mutations of ``config/samples``: one field replaced by junk or deleted, or an
   unknown field added.

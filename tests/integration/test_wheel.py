@@ -10,16 +10,16 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
 
-import tessera
-
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def test_the_wheel_installs_into_a_clean_venv_and_tessera_runs(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_the_wheel_installs_into_a_clean_venv_and_tessera_runs(tmp_path: Path) -
         cwd=tmp_path,  # not the repository: the import must come from the venv
         timeout=60,
     )
-    assert out.stdout.strip() == f"tessera {tessera.__version__}"
+    assert out.stdout.strip() == f"tessera {VERSION}"  # pyproject's, read by the installed package
     # Every sub-command's module is in the wheel (argparse imports them all for --help).
     help_text = subprocess.run(
         [str(env / "bin" / "tessera"), "--help"], capture_output=True, text=True, check=True

@@ -50,7 +50,7 @@ def test_the_license_is_an_spdx_string_on_a_setuptools_that_reads_it(pyproject: 
 
 def test_the_venv_step_prints_one_line_and_filters_only_setuptools_editable_notice() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    recipe = makefile.split("$(STAMP): pyproject.toml devcluster/pyproject.toml\n", 1)[1]
+    recipe = makefile.split("$(STAMP): pyproject.toml setup.py devcluster/pyproject.toml\n", 1)[1]
     lines = recipe.split("\n\n", 1)[0].replace("\\\n", " ").splitlines()
     assert all(line.startswith("\t@") for line in lines), lines  # no command echoed
     echoes = [line for line in lines if line.startswith("\t@echo ")]

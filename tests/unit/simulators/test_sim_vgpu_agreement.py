@@ -1,5 +1,5 @@
 """The simulated vGPU host's board table and Tessera's vGPU catalog agree — two independent
-sources (devcluster/vgpu_boards.yaml, operator/domain/geometry/vgpu_catalog.yaml), so a slip in
+sources (devcluster/vgpu_boards.yaml, operator/tessera/domain/geometry/vgpu_catalog.yaml), so a slip in
 either shows here instead of being copied into the other."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A name no model has (``1g.7gb``, a typo for ``1g.5gb`` or ``1g.10gb``) is refuse
 object is applied, before any node exists; whether the pool's own model has a known name
 (``1g.6gb`` is an A30's, not an A100's) is decided per node or from the model the selector
 names (``InvalidGeometryForModel``, with "did you mean"). The union of
-``operator/domain/geometry/mig_catalog.yaml``'s profiles, kept equal to it by
+``operator/tessera/domain/geometry/mig_catalog.yaml``'s profiles, kept equal to it by
 ``tests/unit/geometry/test_geometry_catalog.py``: a model added there with a new profile adds
 it here.
 """

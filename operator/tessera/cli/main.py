@@ -14,11 +14,13 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import Protocol, cast
 
-import tessera
 from tessera.cli import agent, dev, geometry, plan, run
 from tessera.cli.parsing import Parser
+
+VERSION = metadata.version("tessera-operator")  # the installed distribution's, from pyproject
 
 
 class _Registrar(Protocol):
@@ -35,7 +37,7 @@ def build_parser() -> Parser:
         description="Declare how GPUs and NPUs are partitioned and shared; Tessera makes the "
         "cluster match.",
     )
-    parser.add_argument("--version", action="version", version=f"tessera {tessera.__version__}")
+    parser.add_argument("--version", action="version", version=f"tessera {VERSION}")
     # sub-parsers are Parsers too (argparse builds them with the parent's class)
     subparsers = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
