@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bench._harness import parallel, wait_until
 from tessera.adapters.kube import ApiError, Kube, path_of
-
-from ._harness import parallel, wait_until
 
 DEPLOYMENTS = "/apis/apps/v1/deployments"
 

@@ -16,21 +16,12 @@ import time
 from collections import Counter
 from typing import Any
 
+from bench import _workloads
+from bench._harness import Operator, Row, WriteMeter, control_plane, create_nodes, table, wait_until
+from bench.rollout import NPG, ready
 from devcluster import fleet, gpunode
 from tessera.adapters.kube import path_of
 from tessera.api import constants as c
-
-from . import _workloads
-from ._harness import (
-    Operator,
-    Row,
-    WriteMeter,
-    control_plane,
-    create_nodes,
-    table,
-    wait_until,
-)
-from .rollout import NPG, ready
 
 NODES = 100  # not scaled: the replicas need the room of 100 nodes (4 whole GPUs each after)
 DEPLOYMENTS = 10

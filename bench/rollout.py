@@ -15,18 +15,9 @@ import math
 import time
 from typing import Any
 
+from bench._harness import Operator, Row, WriteMeter, control_plane, create_nodes, table, wait_until
 from devcluster import fleet, gpunode
 from tessera.api import constants as c
-
-from ._harness import (
-    Operator,
-    Row,
-    WriteMeter,
-    control_plane,
-    create_nodes,
-    table,
-    wait_until,
-)
 
 NODES = 1_000
 PERCENT = 10

@@ -22,12 +22,8 @@ import sys
 import time
 from typing import Any
 
-from devcluster import fleet
-from tessera.adapters.kube import Kube
-from tessera.api import constants as c
-
-from . import _workloads
-from ._harness import (
+from bench import _workloads
+from bench._harness import (
     SCALE,
     Operator,
     Row,
@@ -38,6 +34,9 @@ from ._harness import (
     table,
     wait_until,
 )
+from devcluster import fleet
+from tessera.adapters.kube import Kube
+from tessera.api import constants as c
 
 GPU = {"nvidia.com/gpu": "1"}
 

@@ -27,10 +27,9 @@ from typing import Any
 
 import yaml
 
+from devcluster import schedulers, watchdog
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
-
-from . import schedulers, watchdog
 
 MANIFEST = Path(__file__).with_name("soft_slicing.yaml")
 POOL, NAMESPACE, RUNTIME_CLASS = "ascend-310p-soft", "inference", "ascend"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .scheduling import (
+from devcluster.scheduling import (
     ALL_CONTROLLERS,
     Scheduling,
     client_args,

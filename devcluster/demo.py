@@ -29,11 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tessera.adapters.kube import ApiError, Kube, path_of
-from tessera.api import constants as c
-from tessera.api.v1alpha1 import KINDS
-
-from . import (
+from devcluster import (
     chain,
     dradriver,
     fleet,
@@ -45,7 +41,10 @@ from . import (
     vgpufleet,
     vgpunode,
 )
-from . import session as dev_session
+from devcluster import session as dev_session
+from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.api import constants as c
+from tessera.api.v1alpha1 import KINDS
 
 TENANT_LABEL = "tessera.io/tenant"
 WHOLE_GPU = {c.MIG_STRATEGY_LABEL: "none", "nvidia.com/mig.capable": "false"}

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from . import hardware, migmanager
+from devcluster import hardware, migmanager
 
 DRIVER = "gpu.nvidia.com"
 DRIVER_VERSION = "580.82.7"  # NVML driver version, as a semver

@@ -27,12 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from devcluster import dradevices, fleet, hardware, migmanager
+from devcluster.gpunode import APPLIED_MIG, Names
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import dradevices, fleet, hardware, migmanager
-from .gpunode import APPLIED_MIG, Names
 
 log = logging.getLogger(__name__)
 NAMESPACE = "nvidia-dra-driver-gpu"

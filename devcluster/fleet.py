@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from devcluster import hardware, watchdog
+from devcluster.scheduling import KWOK_ANNOTATION
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import hardware, watchdog
-from .scheduling import KWOK_ANNOTATION
 
 SIMULATED_LABEL = "sim.tessera.io/simulated"
 # The GPU Operator's deploy label of its DRA stack: the simulated NVIDIA DRA driver's kubelet

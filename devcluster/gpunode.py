@@ -25,12 +25,11 @@ from typing import Any
 
 import yaml
 
+from devcluster import fleet, hardware, migmanager
+from devcluster.migmanager import MigError
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import fleet, hardware, migmanager
-from .migmanager import MigError
 
 log = logging.getLogger(__name__)
 APPLIED_MIG = "sim.tessera.io/mig-applied"

@@ -41,11 +41,10 @@ from typing import Any
 
 import yaml
 
+from devcluster import fleet, hami_config, hardware
+from devcluster.hami_plugin import HamiPlugin
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import fleet, hami_config, hardware
-from .hami_plugin import HamiPlugin
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -44,11 +44,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from devcluster import dradevices, fleet, hami_config, hardware
+from devcluster.hami_plugin import HamiPlugin
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import dradevices, fleet, hami_config, hardware
-from .hami_plugin import HamiPlugin
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

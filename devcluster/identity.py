@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devcluster import fleet
+from devcluster.controlplane import kubeconfig_text
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import fleet
-from .controlplane import kubeconfig_text
 
 WEEK = 7 * 24 * 3600  # a demo may run for days; a token outliving its Pod is refused anyway
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .hardware import Gpu
+from devcluster.hardware import Gpu
 
 Entry = Mapping[str, Any]
 _TOP_KEYS = {"version", "mig-configs"}

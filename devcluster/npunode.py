@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devcluster import fake_npu_smi, fleet, hardware, identity
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-
-from . import fake_npu_smi, fleet, hardware, identity
 
 
 def advertised(

@@ -28,12 +28,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from devcluster import fleet, watchdog
+from devcluster.scheduler_texts import HAMI_DEVICE_CONFIG, VOLCANO_CONF
+from devcluster.scheduling import KWOK_ANNOTATION
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
-
-from . import fleet, watchdog
-from .scheduler_texts import HAMI_DEVICE_CONFIG, VOLCANO_CONF
-from .scheduling import KWOK_ANNOTATION
 
 SYSTEM_NODE = "sim-system"
 ROLE_LABEL = "sim.tessera.io/role"

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from .build_tool import build_tool
+from devcluster.build_tool import build_tool
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_SELECTOR = f"{KWOK_ANNOTATION}=fake"

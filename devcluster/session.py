@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .controlplane import ControlPlane, find_binaries
+from devcluster.controlplane import ControlPlane, find_binaries
 
 STATE_FILE = "cluster.json"
 

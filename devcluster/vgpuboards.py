@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from . import hardware, migmanager
-from .vgpuconfig import VgpuType, parse_type
+from devcluster import hardware, migmanager
+from devcluster.vgpuconfig import VgpuType, parse_type
 
 _ATTR_PROFILE = {"ME": "+me", "NOME": "-me", "MEALL": "+me.all", "GFX": "+gfx"}
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from devcluster import fleet, vgpuboards
+from devcluster.scheduling import KWOK_ANNOTATION
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import fleet, vgpuboards
-from .scheduling import KWOK_ANNOTATION
 
 VM_VGPU = "vm-vgpu"
 SANDBOX_PLUGIN_LABEL = "nvidia.com/gpu.deploy.sandbox-device-plugin"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .vgpuboards import Board
-from .vgpuconfig import Spec, VgpuError
+from devcluster.vgpuboards import Board
+from devcluster.vgpuconfig import Spec, VgpuError
 
 Devices = dict[str, int]
 SUFFIXES = ("MEALL", "NOME", "ME", "GFX")  # stripped when the exact MIG-backed name is unknown

@@ -36,13 +36,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from devcluster import fleet, vgpuboards, vgpumanager
+from devcluster.vgpuconfig import VgpuError, config
+from devcluster.vgpufleet import (
+    PAUSED,
+    SANDBOX_PLUGIN_LABEL,
+    SANDBOX_VALIDATOR_LABEL,
+    VGPU_DM_LABEL,
+)
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-
-from . import fleet, vgpuboards, vgpumanager
-from .vgpuconfig import VgpuError, config
-from .vgpufleet import PAUSED, SANDBOX_PLUGIN_LABEL, SANDBOX_VALIDATOR_LABEL, VGPU_DM_LABEL
 
 log = logging.getLogger(__name__)
 DEVICES = "sim.tessera.io/vgpu-devices"

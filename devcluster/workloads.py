@@ -14,9 +14,8 @@ from typing import Any
 
 import yaml
 
+from devcluster import watchdog
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
-
-from . import watchdog
 
 MANIFEST = Path(__file__).with_name("serving.yaml")
 NAMESPACE = "ml"

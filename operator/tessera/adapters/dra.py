@@ -13,8 +13,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .api_errors import ApiError, Obj
-from .kube import Kube
+from tessera.adapters.api_errors import ApiError, Obj
+from tessera.adapters.kube import Kube
 
 DEVICECLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RESOURCESLICES = "/apis/resource.k8s.io/v1/resourceslices"

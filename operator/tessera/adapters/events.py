@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from .kube import ApiError, Kube, path_of
+from tessera.adapters.kube import ApiError, Kube, path_of
 
 log = logging.getLogger("tessera.events")
 EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects live

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import urllib3
 from kubernetes import client, config
 
-from .api_errors import ApiError, Obj, api_error, path_of
-from .writes import WriteCounter, WriteWatcher
+from tessera.adapters.api_errors import ApiError, Obj, api_error, path_of
+from tessera.adapters.writes import WriteCounter, WriteWatcher
 
 __all__ = [
     "FIELD_MANAGER",

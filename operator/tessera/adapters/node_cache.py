@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .kube import Obj
+from tessera.adapters.kube import Obj
 
 NODES = "/api/v1/nodes/"
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .api_errors import Obj
+from tessera.adapters.api_errors import Obj
 
 
 @dataclass(frozen=True)

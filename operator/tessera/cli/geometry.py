@@ -25,9 +25,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from tessera.cli import geometry_vgpu
 from tessera.domain.geometry import catalog, enumeration, explaining, packing, placement
-
-from . import geometry_vgpu
 
 Handler = Callable[[argparse.Namespace, catalog.GpuModel], int]
 

@@ -29,14 +29,13 @@ from tessera.adapters import dra as api
 from tessera.adapters.kube import ApiError, Obj
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.controllers import dra_pool, skeleton
+from tessera.controllers.runtime import Context, custom_path
 from tessera.domain import dra
 from tessera.domain.cluster import PoolObservation
 from tessera.domain.conditions import Verdict
 from tessera.domain.dra import naming, verdicts
 from tessera.domain.failures import Failure
-
-from . import dra_pool, skeleton
-from .runtime import Context, custom_path
 
 log = logging.getLogger("tessera.dra")
 ATTEMPTS = 5

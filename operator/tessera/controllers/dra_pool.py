@@ -17,12 +17,11 @@ from dataclasses import dataclass, replace
 from tessera.adapters import dra as api
 from tessera.adapters.kube import Obj
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
+from tessera.controllers.runtime import Context
 from tessera.domain import cluster, dra_rollout, rollout
 from tessera.domain.dra import naming
 from tessera.domain.dra.slices import SlicePool, slice_pools
 from tessera.domain.rollout.dra_views import DraNode, PluginPod
-
-from .runtime import Context
 
 
 @dataclass(frozen=True)

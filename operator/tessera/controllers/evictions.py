@@ -16,10 +16,9 @@ from typing import Any
 
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, path_of
+from tessera.controllers.runtime import Context
 from tessera.domain import rollout
 from tessera.observability import metrics
-
-from .runtime import Context
 
 log = logging.getLogger("tessera.rollout")
 

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessera.adapters.kube import Obj, path_of
+from tessera.controllers.runtime import Context
 from tessera.domain.conditions import Verdict
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, hami_restart, outcome
-
-from .runtime import Context
 
 Deployments = Mapping[ObjectKey, Mapping[str, Any] | None]
 

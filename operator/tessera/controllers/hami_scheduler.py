@@ -20,6 +20,8 @@ from typing import Any
 
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
+from tessera.controllers import hami_read
+from tessera.controllers.runtime import Context
 from tessera.domain.conditions import Verdict
 from tessera.domain.failures import Failure
 from tessera.domain.schedulers import (
@@ -34,9 +36,6 @@ from tessera.domain.schedulers.hami_config import Want, plan, present_chips
 from tessera.domain.schedulers.hami_guard import NotEditable
 from tessera.domain.schedulers.hami_want import Joined, join
 from tessera.domain.schedulers.yaml_text import YamlInvalidError
-
-from . import hami_read
-from .runtime import Context
 
 log = logging.getLogger("tessera.schedulers")
 ATTEMPTS = 5

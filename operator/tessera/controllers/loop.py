@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from tessera.adapters.kube import ApiError
+from tessera.controllers.runtime import STOPPING, Context, Result
+from tessera.controllers.writer_lease import WriterLease
 from tessera.domain import failures
 from tessera.observability import metrics
-
-from .runtime import STOPPING, Context, Result
-from .writer_lease import WriterLease
 
 log = logging.getLogger("tessera.loop")
 T = TypeVar("T")

@@ -27,10 +27,7 @@ from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
-from tessera.domain.conditions import Verdict, landed
-
-from . import (
+from tessera.controllers import (
     agent_configs,
     dra_classes,
     dra_pool,
@@ -40,8 +37,10 @@ from . import (
     skeleton,
     skipping,
 )
-from . import rollout_driver as driver
-from .runtime import Context, Result, custom_path, list_nodes, ref_of
+from tessera.controllers import rollout_driver as driver
+from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
+from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
+from tessera.domain.conditions import Verdict, landed
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"

@@ -22,15 +22,14 @@ from typing import Any
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.controllers import skeleton
+from tessera.controllers.runtime import Context, ref_of
 from tessera.domain import admission
 from tessera.domain.conditions import Verdict
 from tessera.domain.dra.naming import declarer
 from tessera.domain.failures import Failure
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.nodes import NodeFacts
-
-from . import skeleton
-from .runtime import Context, ref_of
 
 log = logging.getLogger("tessera.podcontract")
 KIND = "SharingPolicy"

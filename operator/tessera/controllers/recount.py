@@ -14,11 +14,10 @@ from collections.abc import Callable, Mapping
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj
 from tessera.api.v1alpha1.common import RolloutSpec
+from tessera.controllers import rollout_driver as driver
+from tessera.controllers.runtime import Context, stopping
 from tessera.domain import rollout
 from tessera.domain.rollout import recount
-
-from . import rollout_driver as driver
-from .runtime import Context, stopping
 
 log = logging.getLogger("tessera.rollout")
 

@@ -19,12 +19,11 @@ from typing import Any, Protocol
 
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
+from tessera.controllers import evictions, node_patch, skeleton
+from tessera.controllers.runtime import Context, stopping
 from tessera.domain import cluster, rollout
 from tessera.observability import metrics
 from tessera.observability.tracing import span
-
-from . import evictions, node_patch, skeleton
-from .runtime import Context, stopping
 
 log = logging.getLogger("tessera.rollout")
 # A wave of 100 nodes admitted, handed their layout or released four at a time waited for

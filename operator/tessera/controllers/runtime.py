@@ -22,12 +22,11 @@ from tessera.adapters.kube import Kube, path_of
 from tessera.adapters.node_watch import NodeWatch
 from tessera.adapters.sharing import Shared
 from tessera.api import constants as c
+from tessera.controllers.skipping import FULL_PASS_RESYNCS, NodeChanges, Passes
 from tessera.domain import cluster, failures
 from tessera.domain.idle import slim_node
 from tessera.domain.quota.settling import Record
 from tessera.domain.rollout import PodView
-
-from .skipping import FULL_PASS_RESYNCS, NodeChanges, Passes
 
 STOPPING: ContextVar[Callable[[], bool]] = ContextVar("stopping", default=lambda: False)
 """Whether the pass running in this context should stop starting new work (kopf is stopping

@@ -25,6 +25,8 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.scheduler import HamiScheduler, VolcanoScheduler
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.controllers import hami_scheduler, skeleton, skipping, volcano
+from tessera.controllers.runtime import Context
 from tessera.domain import failures
 from tessera.domain.failures import Failure
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, outcome
@@ -32,9 +34,6 @@ from tessera.domain.schedulers import demands as asks
 from tessera.domain.schedulers.versions import Component, Detected, VersionUnknownError, detect
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.planning import SharingPlan
-
-from . import hami_scheduler, skeleton, skipping, volcano
-from .runtime import Context
 
 log = logging.getLogger("tessera.schedulers")
 _LOCK = threading.Lock()

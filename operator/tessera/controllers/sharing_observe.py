@@ -23,14 +23,13 @@ from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.controllers import dra_classes, pod_contract, schedulers, skipping
+from tessera.controllers.runtime import Context, custom_path, list_nodes, ref_of
 from tessera.domain import cluster
 from tessera.domain.sharing import nodes as node_facts
 from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.configmap import ConfigMapRef
-
-from . import dra_classes, pod_contract, schedulers, skipping
-from .runtime import Context, custom_path, list_nodes, ref_of
 
 PLURAL = "sharingpolicies"
 log = logging.getLogger("tessera.sharingpolicy")

@@ -17,14 +17,13 @@ from dataclasses import replace
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.controllers import evictions, rollout_driver
+from tessera.controllers.runtime import Context, ref_of
 from tessera.domain import rollout
 from tessera.domain.conditions import landed
 from tessera.domain.rollout.releasing import release
 from tessera.domain.sharing import planning, rollout_targets
 from tessera.domain.sharing.nodes import NodeFacts
-
-from . import evictions, rollout_driver
-from .runtime import Context, ref_of
 
 
 def views(nodes: Mapping[str, Obj]) -> dict[str, rollout.NodeView]:

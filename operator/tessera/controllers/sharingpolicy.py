@@ -20,15 +20,7 @@ from tessera.adapters.events import Ref
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain import rollout
-from tessera.domain.conditions import Verdict
-from tessera.domain.schedulers import outcome as sched_outcome
-from tessera.domain.sharing import planning, rollout_targets, status
-from tessera.domain.sharing.assignment import assign
-from tessera.observability import metrics
-from tessera.observability.tracing import span
-
-from . import (
+from tessera.controllers import (
     dra_classes,
     pod_contract,
     rollout_phases,
@@ -38,7 +30,14 @@ from . import (
     sharing_rollout,
     skeleton,
 )
-from .runtime import Context, Result, custom_path, ref_of
+from tessera.controllers.runtime import Context, Result, custom_path, ref_of
+from tessera.domain import rollout
+from tessera.domain.conditions import Verdict
+from tessera.domain.schedulers import outcome as sched_outcome
+from tessera.domain.sharing import planning, rollout_targets, status
+from tessera.domain.sharing.assignment import assign
+from tessera.observability import metrics
+from tessera.observability.tracing import span
 
 PLURAL = sharing_observe.PLURAL
 KIND = "SharingPolicy"

@@ -28,13 +28,19 @@ from pydantic import ValidationError
 
 from tessera.adapters.events import EventType
 from tessera.adapters.kube import ApiError, Obj
+from tessera.controllers.runtime import (
+    Context,
+    Result,
+    custom_path,
+    ref_of,
+    spec_error,
+    write_status,
+)
 from tessera.domain import failures, idle
 from tessera.domain.conditions import Verdict, conditions_for, kept, warns
 from tessera.domain.failures import Failure
 from tessera.observability import metrics
 from tessera.observability.tracing import span
-
-from .runtime import Context, Result, custom_path, ref_of, spec_error, write_status
 
 log = logging.getLogger("tessera.reconcile")
 S = TypeVar("S")

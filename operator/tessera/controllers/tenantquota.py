@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
+from tessera.controllers import skeleton
+from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
 from tessera.domain import selectors
 from tessera.domain.conditions import Verdict
 from tessera.domain.quota import devices, objects, planning, recount, reporting, settling
@@ -25,9 +27,6 @@ from tessera.domain.quota.names import device_class, quota_key
 from tessera.domain.quota.quantities import QuantityError, accelerators, counts
 from tessera.observability import metrics
 from tessera.observability.tracing import span
-
-from . import skeleton
-from .runtime import Context, Result, custom_path, list_nodes, ref_of
 
 PLURAL = "tenantquotas"
 KIND = "TenantQuota"

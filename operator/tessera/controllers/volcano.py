@@ -32,14 +32,13 @@ from typing import Any
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import FIELD_MANAGER, ApiError, Obj, path_of
 from tessera.api import constants as c
+from tessera.controllers.runtime import Context
 from tessera.domain.conditions import Verdict
 from tessera.domain.schedulers import ObjectKey, SchedulerOutcome, VolcanoDemand, VolcanoDemands
 from tessera.domain.schedulers import volcano_geometries as geometries
 from tessera.domain.schedulers import volcano_plan as vp
 from tessera.domain.schedulers import volcano_restart as restart
 from tessera.domain.schedulers.outcome import RESTART_PENDING
-
-from .runtime import Context
 
 log = logging.getLogger("tessera.volcano")
 ATTEMPTS = 4

@@ -33,8 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
-
-from . import manifest_rules
+from tessera.domain import manifest_rules
 
 Raw = Mapping[str, Any]
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from .common import Condition, LabelSelector, RolloutSpec
-from .nodepoolgeometry import NodePoolGeometrySpec, NodePoolGeometryStatus
-from .sharingpolicy import SharingPolicySpec, SharingPolicyStatus
-from .tenantquota import TenantQuotaSpec, TenantQuotaStatus
+from tessera.api.v1alpha1.common import Condition, LabelSelector, RolloutSpec
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec, NodePoolGeometryStatus
+from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec, SharingPolicyStatus
+from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec, TenantQuotaStatus
 
 __all__ = [
     "KINDS",

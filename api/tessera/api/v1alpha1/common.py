@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from . import quantity
+from tessera.api.v1alpha1 import quantity
 
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+(me|me\.all|gfx)|-me)?$"

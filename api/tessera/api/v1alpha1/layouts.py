@@ -12,9 +12,9 @@ from typing import Annotated, Protocol
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from . import devices as grammar
-from . import mig_profiles
-from .common import (
+from tessera.api.v1alpha1 import devices as grammar
+from tessera.api.v1alpha1 import mig_profiles
+from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
     VNPU_TEMPLATE_PATTERN,
     ApiModel,

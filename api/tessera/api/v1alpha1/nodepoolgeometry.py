@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from . import vgpu as vgpu_rules
-from .common import (
+from tessera.api.v1alpha1 import vgpu as vgpu_rules
+from tessera.api.v1alpha1.common import (
     ApiModel,
     Condition,
     LabelSelector,
@@ -18,8 +18,8 @@ from .common import (
     cel,
     validations,
 )
-from .layouts import MigGeometry, MigLayout, VnpuGeometry, VnpuLayout
-from .vgpu import VgpuGeometry, VgpuLayout
+from tessera.api.v1alpha1.layouts import MigGeometry, MigLayout, VnpuGeometry, VnpuLayout
+from tessera.api.v1alpha1.vgpu import VgpuGeometry, VgpuLayout
 
 
 class DraKubeletPlugin(ApiModel):

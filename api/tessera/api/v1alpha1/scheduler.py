@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from .common import ApiModel, cel, validations
+from tessera.api.v1alpha1.common import ApiModel, cel, validations
 
 VOLCANO_BLOCK = "spec.scheduler.volcano must be set exactly when scheduler name is Volcano"
 FOR_HAMI = "spec.scheduler is for HAMi slices: backend HAMiCore or spec.ascend"

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from . import scheduler as scheduler_rules
-from .common import (
+from tessera.api.v1alpha1 import scheduler as scheduler_rules
+from tessera.api.v1alpha1.common import (
     QUANTITY_PATTERN,
     ApiModel,
     Condition,
@@ -16,7 +16,7 @@ from .common import (
     cel,
     validations,
 )
-from .scheduler import SchedulerSpec, SchedulerStatus
+from tessera.api.v1alpha1.scheduler import SchedulerSpec, SchedulerStatus
 
 BACKENDS = ("Exclusive", "TimeSlicing", "MPS", "HAMiCore")
 PER_DEVICE_FIELD = "spec.dra.mps.defaultPerDevicePinnedMemoryLimit"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from .common import (
+from tessera.api.v1alpha1.common import (
     RESOURCE_NAME_PATTERN,
     ApiModel,
     Condition,

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, model_validator
 
-from . import devices as grammar
-from .common import ApiModel, cel, keys_matching, validations
-from .layouts import LAYOUTS_RULES, Devices, no_index_twice
+from tessera.api.v1alpha1 import devices as grammar
+from tessera.api.v1alpha1.common import ApiModel, cel, keys_matching, validations
+from tessera.api.v1alpha1.layouts import LAYOUTS_RULES, Devices, no_index_twice
 
 TIME_SLICED_PATTERN = r"^[A-Z0-9]+(-[a-zA-Z]+)*-(0|[1-9][0-9]*)[ABCQ]$"
 MIG_BACKED_PATTERN = r"^[A-Z0-9]+-[1-9]-(0|[1-9][0-9]*)[ABCQ](ME|NOME|MEALL|GFX)?$"

@@ -15,12 +15,27 @@ CEL, no webhook) that warn about — or deny — pods and workload templates mis
                  not own (a conflict, never overwritten).
 """
 
-from .cel import summary
-from .changes import Change, Changes, conflict_message, diff, owned, with_conflicts
-from .contract import Contract, contract_of, hami_common_word
-from .manifests import API, BINDINGS, DECLARED_BY, POLICIES, binding, name_of, policy
-from .overlap import Overlap, overlap_message, overlaps, with_overlaps
-from .scheduler_name import names as scheduler_names
+from tessera.domain.admission.cel import summary
+from tessera.domain.admission.changes import (
+    Change,
+    Changes,
+    conflict_message,
+    diff,
+    owned,
+    with_conflicts,
+)
+from tessera.domain.admission.contract import Contract, contract_of, hami_common_word
+from tessera.domain.admission.manifests import (
+    API,
+    BINDINGS,
+    DECLARED_BY,
+    POLICIES,
+    binding,
+    name_of,
+    policy,
+)
+from tessera.domain.admission.overlap import Overlap, overlap_message, overlaps, with_overlaps
+from tessera.domain.admission.scheduler_name import names as scheduler_names
 
 __all__ = [
     "API",

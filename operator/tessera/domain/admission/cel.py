@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .contract import ASCEND_RUNTIME_CLASS, HAMI_CORE, VNPU_MODE_ANNOTATION, Contract
+from tessera.domain.admission.contract import (
+    ASCEND_RUNTIME_CLASS,
+    HAMI_CORE,
+    VNPU_MODE_ANNOTATION,
+    Contract,
+)
 
 MB = "^[0-9]+$"
 _TEMPLATE = (

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.domain.admission import scheduler_name
 from tessera.domain.schedulers import vnpus
-
-from . import scheduler_name
 
 VNPU_MODE_ANNOTATION = "huawei.com/vnpu-mode"
 HAMI_CORE = "hami-core"

@@ -13,10 +13,9 @@ import hashlib
 from typing import Any
 
 from tessera.api import constants as c
+from tessera.domain.admission import cel
+from tessera.domain.admission.contract import Contract
 from tessera.domain.dra.naming import DECLARED_BY_ANNOTATION, declarer
-
-from . import cel
-from .contract import Contract
 
 API = "admissionregistration.k8s.io/v1"
 DECLARED_BY = DECLARED_BY_ANNOTATION

@@ -22,9 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tessera.domain.admission.contract import (
+    ASCEND_RUNTIME_CLASS,
+    HAMI_CORE,
+    VNPU_MODE_ANNOTATION,
+    Contract,
+)
 from tessera.domain.conditions import Verdict
-
-from .contract import ASCEND_RUNTIME_CLASS, HAMI_CORE, VNPU_MODE_ANNOTATION, Contract
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,16 @@
                 WaitingForDriver) and a pool's ``status.deviceClasses``.
 """
 
-from .classes import DesiredClass, DesiredClasses, Problem, desired_classes, holding
-from .diff import ClassChanges, declarers, diff, dropped, dropped_message, owned
-from .naming import DECLARED_BY_ANNOTATION, DEVICECLASSES, DRIVER, RESOURCESLICES
-from .offer import PoolInput, pool_input, provides
+from tessera.domain.dra.classes import (
+    DesiredClass,
+    DesiredClasses,
+    Problem,
+    desired_classes,
+    holding,
+)
+from tessera.domain.dra.diff import ClassChanges, declarers, diff, dropped, dropped_message, owned
+from tessera.domain.dra.naming import DECLARED_BY_ANNOTATION, DEVICECLASSES, DRIVER, RESOURCESLICES
+from tessera.domain.dra.offer import PoolInput, pool_input, provides
 
 __all__ = [
     "DECLARED_BY_ANNOTATION",

@@ -20,9 +20,8 @@ from typing import Any
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-
-from . import naming, selfcheck, sharing
-from .offer import INVALID_GEOMETRY, PoolInput, offer
+from tessera.domain.dra import naming, selfcheck, sharing
+from tessera.domain.dra.offer import INVALID_GEOMETRY, PoolInput, offer
 
 POOL_KIND = "NodePoolGeometry"
 POLICY_KIND = "SharingPolicy"

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tessera.api import constants as c
-
-from .classes import DesiredClass, DesiredClasses
-from .naming import DECLARED_BY_ANNOTATION
+from tessera.domain.dra.classes import DesiredClass, DesiredClasses
+from tessera.domain.dra.naming import DECLARED_BY_ANNOTATION
 
 GATES = {
     "spec.extendedResourceName": "DRAExtendedResource",

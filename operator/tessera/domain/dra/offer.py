@@ -20,9 +20,8 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.devices import parse
 from tessera.api.v1alpha1.nodepoolgeometry import MigLayout, NodePoolGeometrySpec
 from tessera.domain import selectors
+from tessera.domain.dra.naming import GPU
 from tessera.domain.geometry import capacity, catalog
-
-from .naming import GPU
 
 INVALID_GEOMETRY = "InvalidGeometryForModel"
 

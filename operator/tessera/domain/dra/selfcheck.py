@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .naming import DRIVER
+from tessera.domain.dra.naming import DRIVER
 
 MAX_LENGTH = 10 * 1024
 _COMMON = [

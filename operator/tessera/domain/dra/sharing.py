@@ -37,8 +37,7 @@ from tessera.api.v1alpha1.sharingpolicy import (
     DraMps,
     SharingPolicySpec,
 )
-
-from .naming import GPU, OPAQUE_API_VERSION
+from tessera.domain.dra.naming import GPU, OPAQUE_API_VERSION
 
 INTERVALS = ("Default", "Short", "Medium", "Long")
 MIN_PINNED = 1024 * 1024

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .naming import DRIVER, GPU
+from tessera.domain.dra.naming import DRIVER, GPU
 
 Raw = Mapping[str, Any]
 

@@ -15,11 +15,10 @@ from typing import Any
 
 from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
+from tessera.domain.dra import slices
+from tessera.domain.dra.classes import POLICY_KIND, POOL_KIND, DesiredClasses
+from tessera.domain.dra.naming import DRIVER, declarer
 from tessera.domain.failures import Failure
-
-from . import slices
-from .classes import POLICY_KIND, POOL_KIND, DesiredClasses
-from .naming import DRIVER, declarer
 
 WAITING_FOR_DRIVER = "WaitingForDriver"
 SHOWN = 10

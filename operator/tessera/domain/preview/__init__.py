@@ -20,9 +20,9 @@ The modules form a chain, each importing only those before it (import-linter's
 
 from __future__ import annotations
 
-from .compose import preview
-from .model import Cluster, Locations, Raw
-from .results import (
+from tessera.domain.preview.compose import preview
+from tessera.domain.preview.model import Cluster, Locations, Raw
+from tessera.domain.preview.results import (
     ClassChange,
     Deletion,
     NodeChange,
@@ -31,7 +31,7 @@ from .results import (
     Release,
     TenantImpact,
 )
-from .text import as_json, render
+from tessera.domain.preview.text import as_json, render
 
 __all__ = [
     "ClassChange",

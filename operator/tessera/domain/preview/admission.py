@@ -20,12 +20,11 @@ from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import admission
 from tessera.domain import cluster as observe
 from tessera.domain.dra.naming import declarer
+from tessera.domain.preview.model import Cluster, Raw
+from tessera.domain.preview.results import AdmissionChange
+from tessera.domain.preview.sharing import policies
 from tessera.domain.sharing.assignment import assign
 from tessera.domain.sharing.nodes import NodeFacts
-
-from .model import Cluster, Raw
-from .results import AdmissionChange
-from .sharing import policies
 
 KIND = "SharingPolicy"
 KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")

@@ -13,22 +13,21 @@ from datetime import datetime
 from typing import Any
 
 from tessera.api.v1alpha1.common import LabelSelector
+from tessera.domain.preview.admission import previews as admission_previews
+from tessera.domain.preview.dra import DraPreviews
+from tessera.domain.preview.dra import previews as dra_previews
+from tessera.domain.preview.geometry import previews as geometry_previews
+from tessera.domain.preview.hami import previews as hami_previews
+from tessera.domain.preview.model import KIND_ORDER, Cluster, Locations, Raw
+from tessera.domain.preview.prune import previews as deletions
+from tessera.domain.preview.prune import pruned, without
+from tessera.domain.preview.quota import allocatable_after, capacity_change
+from tessera.domain.preview.quota import previews as quota_previews
+from tessera.domain.preview.results import ObjectPreview, Preview
+from tessera.domain.preview.schedulers import SchedulerPreviews
+from tessera.domain.preview.schedulers import previews as scheduler_previews
+from tessera.domain.preview.sharing import previews as sharing_previews
 from tessera.domain.quota.quantities import accelerators
-
-from .admission import previews as admission_previews
-from .dra import DraPreviews
-from .dra import previews as dra_previews
-from .geometry import previews as geometry_previews
-from .hami import previews as hami_previews
-from .model import KIND_ORDER, Cluster, Locations, Raw
-from .prune import previews as deletions
-from .prune import pruned, without
-from .quota import allocatable_after, capacity_change
-from .quota import previews as quota_previews
-from .results import ObjectPreview, Preview
-from .schedulers import SchedulerPreviews
-from .schedulers import previews as scheduler_previews
-from .sharing import previews as sharing_previews
 
 
 def preview(

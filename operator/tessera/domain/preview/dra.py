@@ -34,11 +34,10 @@ from tessera.domain.dra import sharing as dra_sharing
 from tessera.domain.dra import slices as dra_slices
 from tessera.domain.geometry import capacity, catalog
 from tessera.domain.pools import WHOLE_GPUS
+from tessera.domain.preview.model import Cluster, Locations, Raw
+from tessera.domain.preview.results import ClassChange
 from tessera.domain.quota.devices import selects
 from tessera.domain.quota.names import devices_of
-
-from .model import Cluster, Locations, Raw
-from .results import ClassChange
 
 POOL = "NodePoolGeometry"
 T = TypeVar("T", NodePoolGeometrySpec, SharingPolicySpec)

@@ -18,11 +18,16 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster as observe
 from tessera.domain import empty_pools, pool_claims, pools, rollout
+from tessera.domain.preview.geometry_configs import (
+    current_configs,
+    describe,
+    diff,
+    fold,
+    unlabelled,
+)
+from tessera.domain.preview.model import Cluster, Locations, Raw, object_action
+from tessera.domain.preview.results import ConfigDiff, NodeChange, ObjectPreview
 from tessera.domain.rollout import selection
-
-from .geometry_configs import current_configs, describe, diff, fold, unlabelled
-from .model import Cluster, Locations, Raw, object_action
-from .results import ConfigDiff, NodeChange, ObjectPreview
 
 KIND = "NodePoolGeometry"
 VM_POD_LABEL, VM_POD_VALUE = "kubevirt.io", "virt-launcher"  # KubeVirt's pod of a running VM

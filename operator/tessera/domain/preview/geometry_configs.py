@@ -18,9 +18,8 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster as observe
 from tessera.domain import pools
 from tessera.domain.geometry import vgpu
-
-from .model import Cluster, Locations
-from .results import ConfigDiff, unified
+from tessera.domain.preview.model import Cluster, Locations
+from tessera.domain.preview.results import ConfigDiff, unified
 
 
 def describe(entries: Iterable[Mapping[str, Any]] | None) -> str:

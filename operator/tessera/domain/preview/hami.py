@@ -17,6 +17,10 @@ from collections.abc import Iterable, Sequence
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.domain.preview.model import Cluster, Raw
+from tessera.domain.preview.results import unified
+from tessera.domain.preview.schedulers import SchedulerPreviews, find_deployment, governed_labels
+from tessera.domain.preview.sharing import policies as sharing_policies
 from tessera.domain.schedulers import (
     ObjectKey,
     PolicyDemand,
@@ -32,11 +36,6 @@ from tessera.domain.schedulers.outcome import TRAP
 from tessera.domain.schedulers.versions import Component, Detected, VersionUnknownError, detect
 from tessera.domain.schedulers.yaml_text import YamlInvalidError
 from tessera.domain.sharing.planning import SharingPlan
-
-from .model import Cluster, Raw
-from .results import unified
-from .schedulers import SchedulerPreviews, find_deployment, governed_labels
-from .sharing import policies as sharing_policies
 
 KEY = c.HAMI_SCHEDULER_CONFIGMAP_KEY
 ANNOTATION = c.HAMI_SCHEDULER_MANAGED_ANNOTATION

@@ -33,14 +33,13 @@ from pydantic import ValidationError
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain import selectors, tracking
+from tessera.domain.preview import prune_pools, prune_sharing
+from tessera.domain.preview.model import KIND_ORDER, Cluster, Locations, Raw
+from tessera.domain.preview.results import Deletion, ObjectPreview, RemovedQuota
+from tessera.domain.preview.sharing import SharingPreviews
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota.names import quota_key
 from tessera.domain.quota.quantities import QuantityError, counts
-
-from . import prune_pools, prune_sharing
-from .model import KIND_ORDER, Cluster, Locations, Raw
-from .results import Deletion, ObjectPreview, RemovedQuota
-from .sharing import SharingPreviews
 
 
 def pruned(

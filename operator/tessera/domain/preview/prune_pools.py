@@ -23,11 +23,10 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import cluster as observe
 from tessera.domain import pools, rollout, selectors
 from tessera.domain.geometry.layouts import config_name
+from tessera.domain.preview.geometry_configs import current_configs, describe, unlabelled
+from tessera.domain.preview.model import Cluster, Locations, Raw
+from tessera.domain.preview.results import Deletion, ObjectPreview, Release
 from tessera.domain.rollout.releasing import release
-
-from .geometry_configs import current_configs, describe, unlabelled
-from .model import Cluster, Locations, Raw
-from .results import Deletion, ObjectPreview, Release
 
 
 def release_of(

@@ -16,15 +16,14 @@ from typing import Any
 
 from tessera.api import constants as c
 from tessera.domain import cluster as observe
+from tessera.domain.preview.model import Cluster, Locations, Raw
+from tessera.domain.preview.prune_pools import release_of
+from tessera.domain.preview.results import Deletion, NodeChange, ObjectPreview, Release
+from tessera.domain.preview.sharing import SharingPreviews
+from tessera.domain.preview.sharing_configs import describe_now
 from tessera.domain.quota.quantities import accelerators
 from tessera.domain.rollout.releasing import release
 from tessera.domain.sharing import hami, observing, rollout_targets, states
-
-from .model import Cluster, Locations, Raw
-from .prune_pools import release_of
-from .results import Deletion, NodeChange, ObjectPreview, Release
-from .sharing import SharingPreviews
-from .sharing_configs import describe_now
 
 
 def deletion(

@@ -20,17 +20,16 @@ from pydantic import ValidationError
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain import cluster as observe
 from tessera.domain import selectors
+from tessera.domain.preview.geometry import GeometryPreviews
+from tessera.domain.preview.model import Cluster, Locations, Raw, object_action
+from tessera.domain.preview.results import ObjectPreview, TenantImpact
+from tessera.domain.preview.sharing import SharingPreviews
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota import planning as quota_planning
 from tessera.domain.quota import reporting
 from tessera.domain.quota.quantities import QuantityError, accelerators
 from tessera.domain.sharing import status as sharing_status
-
-from .geometry import GeometryPreviews
-from .model import Cluster, Locations, Raw, object_action
-from .results import ObjectPreview, TenantImpact
-from .sharing import SharingPreviews
 
 KIND = "TenantQuota"
 

@@ -9,7 +9,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .model import ObjectAction
+from tessera.domain.preview.model import ObjectAction
 
 
 @dataclass(frozen=True)

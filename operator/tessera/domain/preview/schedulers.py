@@ -24,15 +24,14 @@ from pydantic import ValidationError
 from tessera.api import constants as c
 from tessera.api.v1alpha1.scheduler import ObjectRef, VolcanoScheduler
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
+from tessera.domain.preview.model import Cluster, Raw
+from tessera.domain.preview.results import ConfigDiff, unified
+from tessera.domain.preview.sharing import policies as sharing_policies
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands, traps, volcano_conf
 from tessera.domain.schedulers import volcano_geometries as geometries
 from tessera.domain.schedulers import volcano_plan as vp
 from tessera.domain.schedulers.versions import Component, Detected, VersionUnknownError, detect
 from tessera.domain.sharing.planning import SharingPlan
-
-from .model import Cluster, Raw
-from .results import ConfigDiff, unified
-from .sharing import policies as sharing_policies
 
 KIND = "SharingPolicy"
 DEFAULT_VOLCANO_CONF = ObjectKey.of(VolcanoScheduler().config_map)

@@ -20,16 +20,15 @@ from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import cluster as observe
 from tessera.domain import rollout
+from tessera.domain.preview.model import Cluster, Locations, Raw, object_action
+from tessera.domain.preview.results import ConfigDiff, NodeChange, ObjectPreview
+from tessera.domain.preview.sharing_configs import describe, describe_now, diffs
 from tessera.domain.rollout import selection
 from tessera.domain.sharing import observing, planning, rollout_targets
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.configmap import ConfigMapRef
 from tessera.domain.sharing.nodes import NodeFacts
 from tessera.domain.sharing.outcomes import PolicyResult
-
-from .model import Cluster, Locations, Raw, object_action
-from .results import ConfigDiff, NodeChange, ObjectPreview
-from .sharing_configs import describe, describe_now, diffs
 
 KIND = "SharingPolicy"
 

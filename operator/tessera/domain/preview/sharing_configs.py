@@ -14,12 +14,11 @@ from typing import Any
 import yaml
 
 from tessera.api import constants as c
+from tessera.domain.preview.model import Locations, Raw
+from tessera.domain.preview.results import ConfigDiff, unified
 from tessera.domain.sharing import parsing, planning
 from tessera.domain.sharing.nodes import NodeFacts
 from tessera.domain.sharing.outcomes import PolicyResult
-
-from .model import Locations, Raw
-from .results import ConfigDiff, unified
 
 
 def describe(result: PolicyResult) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from .results import Deletion, ObjectPreview, Preview
+from tessera.domain.preview.results import Deletion, ObjectPreview, Preview
 
 SHORT = {"NodePoolGeometry": "npg", "SharingPolicy": "sp", "TenantQuota": "tq"}
 NODES_SHOWN = 20

@@ -21,8 +21,7 @@ from typing import Any
 
 from tessera.domain.dra import naming
 from tessera.domain.dra import slices as dra_slices
-
-from .names import device_class
+from tessera.domain.quota.names import device_class
 
 _PROFILE = re.compile(r"\.profile == '([^']+)'")
 Raw = Mapping[str, Any]

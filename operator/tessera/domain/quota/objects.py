@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessera.api.constants import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TENANT_QUOTA_LABEL
-
-from .names import quota_key, resource_of
-from .quantities import quantities
+from tessera.domain.quota.names import quota_key, resource_of
+from tessera.domain.quota.quantities import quantities
 
 NAME_PREFIX = "tessera-"
 

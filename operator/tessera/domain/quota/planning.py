@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-
-from . import objects
-from .allocation import Slot, allocate, step_down
-from .membership import Membership
-from .objects import SeenQuota
-from .quantities import counts
+from tessera.domain.quota import objects
+from tessera.domain.quota.allocation import Slot, allocate, step_down
+from tessera.domain.quota.membership import Membership
+from tessera.domain.quota.objects import SeenQuota
+from tessera.domain.quota.quantities import counts
 
 Limits = Mapping[str, int]
 

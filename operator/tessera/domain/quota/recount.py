@@ -32,8 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tessera.api.v1alpha1 import quantity
-
-from .names import device_class, devices_of, is_extended
+from tessera.domain.quota.names import device_class, devices_of, is_extended
 
 CLAIMS = "count/resourceclaims.resource.k8s.io"
 ALL_DEVICES = 32  # resourceapi.AllocationResultsMaxSize: what the evaluator charges for "All"

@@ -21,12 +21,11 @@ from collections.abc import Iterable, Mapping
 
 from tessera.api.v1alpha1.tenantquota import NamespaceQuota, TenantQuotaSpec, TenantQuotaStatus
 from tessera.domain.conditions import Status, Verdict
-
-from .membership import Membership
-from .names import is_extended
-from .objects import SeenQuota
-from .planning import Plan
-from .quantities import counts
+from tessera.domain.quota.membership import Membership
+from tessera.domain.quota.names import is_extended
+from tessera.domain.quota.objects import SeenQuota
+from tessera.domain.quota.planning import Plan
+from tessera.domain.quota.quantities import counts
 
 OVERCOMMITTED = "Overcommitted"
 ROWS = 100  # status.perNamespace is bounded; the rest are summed but not listed

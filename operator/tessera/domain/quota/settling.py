@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .objects import SeenQuota
+from tessera.domain.quota.objects import SeenQuota
 
 SETTLE = timedelta(seconds=1)  # usage unchanged this long: admission has gone quiet there
 PATIENCE = timedelta(seconds=15)  # busy for longer than this: moves go ahead regardless

@@ -11,7 +11,7 @@ Public surface (import the modules, or these names):
 - ``actions``: the action dataclasses and ``describe``
 """
 
-from .actions import (
+from tessera.domain.rollout.actions import (
     Action,
     AddTaint,
     ClearNodeState,
@@ -24,12 +24,28 @@ from .actions import (
     Uncordon,
     describe,
 )
-from .backout import Backout, backout
-from .capacity import Room, room
-from .planning import Plan, plan
-from .reporting import NodeReport
-from .state import NodeState, Phase, ReportPhase, StateError, TargetSpec, decode, encode
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView, Taint, Toleration
+from tessera.domain.rollout.backout import Backout, backout
+from tessera.domain.rollout.capacity import Room, room
+from tessera.domain.rollout.planning import Plan, plan
+from tessera.domain.rollout.reporting import NodeReport
+from tessera.domain.rollout.state import (
+    NodeState,
+    Phase,
+    ReportPhase,
+    StateError,
+    TargetSpec,
+    decode,
+    encode,
+)
+from tessera.domain.rollout.views import (
+    GEOMETRY_PENDING,
+    DesiredNode,
+    NodeView,
+    PdbView,
+    PodView,
+    Taint,
+    Toleration,
+)
 
 __all__ = [
     "GEOMETRY_PENDING",

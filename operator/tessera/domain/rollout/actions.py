@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tessera.api import constants
-
-from . import state as st
-from .views import Taint
+from tessera.domain.rollout import state as st
+from tessera.domain.rollout.views import Taint
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tessera.domain.conditions import BUDGET_HELD_BY_OTHERS
-
-from . import actions as act
-from . import capacity, gates, selection, targets
-from .budget import Holder, Unavailable, in_use, named, unavailable
-from .machine import Context
-from .outcome import Outcome, Problem, stuck
-from .state import IllegalTransition, NodeState, Phase, ReportPhase, check
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout import capacity, gates, selection, targets
+from tessera.domain.rollout.budget import Holder, Unavailable, in_use, named, unavailable
+from tessera.domain.rollout.machine import Context
+from tessera.domain.rollout.outcome import Outcome, Problem, stuck
+from tessera.domain.rollout.state import IllegalTransition, NodeState, Phase, ReportPhase, check
+from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
 
 HELD_BY_OTHERS = BUDGET_HELD_BY_OTHERS
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tessera.api.v1alpha1.common import RolloutSpec
-
-from . import actions as act
-from . import gates
-from .releasing import back_out
-from .views import GEOMETRY_PENDING, NodeView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout import gates
+from tessera.domain.rollout.releasing import back_out
+from tessera.domain.rollout.views import GEOMETRY_PENDING, NodeView
 
 
 @dataclass(frozen=True)

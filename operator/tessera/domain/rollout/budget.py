@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView
+from tessera.domain.rollout.views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView
 
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 _NOT_A_TAINT = NOT_READY_TAINTS | {UNSCHEDULABLE_TAINT, GEOMETRY_PENDING.key}

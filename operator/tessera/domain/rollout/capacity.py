@@ -37,9 +37,8 @@ from dataclasses import dataclass, field, replace
 
 from tessera.api import constants
 from tessera.domain.conditions import INSUFFICIENT_CAPACITY
-
-from . import dra_views
-from .views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView, PodView
+from tessera.domain.rollout import dra_views
+from tessera.domain.rollout.views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView, PodView
 
 REASON = INSUFFICIENT_CAPACITY
 SHOWN_PODS = 5

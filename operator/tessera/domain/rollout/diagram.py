@@ -7,8 +7,8 @@ block differs from what the table draws.
 
 from __future__ import annotations
 
-from . import state
-from .state import Edge, Phase
+from tessera.domain.rollout import state
+from tessera.domain.rollout.state import Edge, Phase
 
 C, D, B, A, V, U, F = Phase
 BACKED_OUT = "backed out"

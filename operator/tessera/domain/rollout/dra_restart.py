@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from . import actions as act
-from .dra_views import PluginPod
-from .state import NodeState
-from .views import NodeView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout.dra_views import PluginPod
+from tessera.domain.rollout.state import NodeState
+from tessera.domain.rollout.views import NodeView
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tessera.api.v1alpha1.common import DrainSpec
-
-from . import actions as act
-from . import selection
-from .state import Eviction, NodeState
-from .views import PdbView, PodView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout import selection
+from tessera.domain.rollout.state import Eviction, NodeState
+from tessera.domain.rollout.views import PdbView, PodView
 
 BACKOFF_BASE_S = 5.0
 BACKOFF_CAP_S = 60.0

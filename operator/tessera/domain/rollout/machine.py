@@ -17,15 +17,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from tessera.api.v1alpha1.common import RolloutSpec
-
-from . import actions as act
-from . import dra_restart, gates, selection, targets
-from .capacity import Room
-from .draining import drain_pass
-from .outcome import Outcome, Problem
-from .releasing import release
-from .state import NodeState, Phase, ReportPhase, ts
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout import dra_restart, gates, selection, targets
+from tessera.domain.rollout.capacity import Room
+from tessera.domain.rollout.draining import drain_pass
+from tessera.domain.rollout.outcome import Outcome, Problem
+from tessera.domain.rollout.releasing import release
+from tessera.domain.rollout.state import NodeState, Phase, ReportPhase, ts
+from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
 
 UNTOUCHED = (Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED)
 

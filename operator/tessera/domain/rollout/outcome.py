@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import actions as act
-from .draining import Held
-from .state import IllegalTransition, NodeState, ReportPhase
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout.draining import Held
+from tessera.domain.rollout.state import IllegalTransition, NodeState, ReportPhase
 
 
 @dataclass(frozen=True)

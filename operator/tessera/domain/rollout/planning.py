@@ -29,17 +29,16 @@ from datetime import datetime
 from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, RolloutSpec
 from tessera.domain.conditions import Verdict
 from tessera.domain.dra.naming import DRIVER
-
-from . import actions as act
-from . import admission, capacity, releasing, reporting, selection, targets
-from .budget import Unavailable
-from .draining import Held
-from .machine import Context, step, untouched
-from .outcome import Outcome, stuck
-from .releasing import back_out
-from .reporting import NodeReport
-from .state import IllegalTransition, NodeState, ReportPhase, check, ts
-from .views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout import admission, capacity, releasing, reporting, selection, targets
+from tessera.domain.rollout.budget import Unavailable
+from tessera.domain.rollout.draining import Held
+from tessera.domain.rollout.machine import Context, step, untouched
+from tessera.domain.rollout.outcome import Outcome, stuck
+from tessera.domain.rollout.releasing import back_out
+from tessera.domain.rollout.reporting import NodeReport
+from tessera.domain.rollout.state import IllegalTransition, NodeState, ReportPhase, check, ts
+from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
 
 DRAIN_REQUEUE_S, GATE_REQUEUE_S = 10.0, 60.0
 BUSY = (*reporting.IN_PROGRESS, ReportPhase.BLOCKED)

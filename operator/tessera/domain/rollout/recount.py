@@ -29,12 +29,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from tessera.api.v1alpha1.common import RolloutSpec
-
-from . import actions as act
-from . import targets
-from .machine import Context, step
-from .state import Phase, ReportPhase, TargetSpec
-from .views import DesiredNode, NodeView, PodView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout import targets
+from tessera.domain.rollout.machine import Context, step
+from tessera.domain.rollout.state import Phase, ReportPhase, TargetSpec
+from tessera.domain.rollout.views import DesiredNode, NodeView, PodView
 
 
 def just_cordoned(owner: str, node: NodeView) -> bool:

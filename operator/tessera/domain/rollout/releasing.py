@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from . import actions as act
-from . import targets
-from .outcome import Outcome
-from .state import NodeState, Phase, ReportPhase, check
-from .views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView
+from tessera.domain.rollout import actions as act
+from tessera.domain.rollout import targets
+from tessera.domain.rollout.outcome import Outcome
+from tessera.domain.rollout.state import NodeState, Phase, ReportPhase, check
+from tessera.domain.rollout.views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView
 
 
 def release(

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from tessera.api.v1alpha1.common import NodeCounts, NodeProblem
 from tessera.domain.conditions import Verdict
 from tessera.domain.dra.verdicts import WAITING_FOR_DRIVER, waiting_text
-
-from .draining import Held
-from .state import ReportPhase
+from tessera.domain.rollout.draining import Held
+from tessera.domain.rollout.state import ReportPhase
 
 MAX_PROBLEMS = 20
 SEVERITY = {"NodeFailed": 0, "DrainBlocked": 1, "InvalidGeometryForModel": 2}

@@ -15,8 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from tessera.api import constants
 from tessera.api.v1alpha1.common import DrainSpec, LabelSelector
-
-from .views import PdbView, PodView
+from tessera.domain.rollout.views import PdbView, PodView
 
 
 def matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:

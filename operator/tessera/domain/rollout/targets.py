@@ -17,10 +17,9 @@ from collections.abc import Mapping
 
 from tessera.api import constants
 from tessera.domain.dra.naming import DRIVER
-
-from .dra_views import counts_text
-from .state import TargetSpec
-from .views import DesiredNode, NodeView
+from tessera.domain.rollout.dra_views import counts_text
+from tessera.domain.rollout.state import TargetSpec
+from tessera.domain.rollout.views import DesiredNode, NodeView
 
 SUCCESS, FAILED = "success", "failed"
 

@@ -16,9 +16,8 @@ from typing import Literal
 
 from tessera.api import constants
 from tessera.api.v1alpha1.common import LabelSelector
-
-from .dra_views import DraNode
-from .state import NodeState
+from tessera.domain.rollout.dra_views import DraNode
+from tessera.domain.rollout.state import NodeState
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 

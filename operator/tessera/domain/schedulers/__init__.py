@@ -15,9 +15,9 @@ or Volcano's); Tessera keeps that scheduler's config consistent with all the pol
 * ``yaml_text`` edits of a YAML text that keep every line they do not touch.
 """
 
-from .demands import ObjectKey, PolicyDemand, VolcanoDemand, VolcanoDemands
-from .outcome import SchedulerOutcome
-from .versions import Detected, Version, VersionUnknownError
+from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand, VolcanoDemands
+from tessera.domain.schedulers.outcome import SchedulerOutcome
+from tessera.domain.schedulers.versions import Detected, Version, VersionUnknownError
 
 __all__ = [
     "Detected",

@@ -19,8 +19,7 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.scheduler import ObjectRef, SchedulerSpec, VolcanoScheduler
 from tessera.api.v1alpha1.sharingpolicy import HamiCore, SharingPolicySpec
 from tessera.domain.geometry.ascend import UnknownChipError, resolve_chip
-
-from .versions import Component, Detected
+from tessera.domain.schedulers.versions import Component, Detected
 
 
 @dataclass(frozen=True, order=True)

@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from . import hami_guard, hami_load, hami_shape, vnpus, yaml_text
-from .hami_owned import Owned, Prior
-from .versions import Version
+from tessera.domain.schedulers import hami_guard, hami_load, hami_shape, vnpus, yaml_text
+from tessera.domain.schedulers.hami_owned import Owned, Prior
+from tessera.domain.schedulers.versions import Version
 
 NVIDIA_FIELDS = ("deviceSplitCount", "deviceMemoryScaling", "deviceCoreScaling")
 HAMI_VNPU_CORE = hami_shape.HAMI_VNPU_CORE

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, NodeEvent, ScalarEvent
 
-from .yaml_text import YamlInvalidError, compose
+from tessera.domain.schedulers.yaml_text import YamlInvalidError, compose
 
 SECTIONS = ("vnpus", "nvidia")
 NVIDIA_FIELDS = ("deviceSplitCount", "deviceMemoryScaling", "deviceCoreScaling")

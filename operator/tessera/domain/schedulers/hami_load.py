@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from . import yaml_text
-from .versions import Version
+from tessera.domain.schedulers import yaml_text
+from tessera.domain.schedulers.versions import Version
 
 V2_8, V2_9, V2_10 = Version(2, 8), Version(2, 9), Version(2, 10)
 SUPPORTED = (Version(2, 7), V2_8, V2_9, V2_10)

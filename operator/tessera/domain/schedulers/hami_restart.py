@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from .demands import ObjectKey
+from tessera.domain.schedulers.demands import ObjectKey
 
 STAMP = "tessera.io/hami-config-changed"
 ENABLE_ASCEND = "--enable-ascend"

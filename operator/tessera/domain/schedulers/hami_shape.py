@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from . import yaml_text
+from tessera.domain.schedulers import yaml_text
 
 HAMI_VNPU_CORE = "hamiVnpuCore"
 

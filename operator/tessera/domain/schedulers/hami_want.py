@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessera.domain.conditions import Verdict
-
-from . import outcome, vnpus
-from .demands import PolicyDemand
-from .hami_config import HAMI_VNPU_CORE, Want
-from .versions import Detected
+from tessera.domain.schedulers import outcome, vnpus
+from tessera.domain.schedulers.demands import PolicyDemand
+from tessera.domain.schedulers.hami_config import HAMI_VNPU_CORE, Want
+from tessera.domain.schedulers.versions import Detected
 
 
 @dataclass(frozen=True)

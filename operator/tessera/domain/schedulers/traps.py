@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .versions import Version
+from tessera.domain.schedulers.versions import Version
 
 # Volcano v1.16 reads the vnpus wrapper {hamiVnpuCore, configs} and schedules hami-core vNPUs.
 WRAPPER_SINCE = Version(1, 16, 0)

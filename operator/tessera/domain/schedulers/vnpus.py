@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessera.domain.geometry.ascend import UnknownChipError, resolve_chip
-
-from .versions import Version
+from tessera.domain.schedulers.versions import Version
 
 MAP_FORM_SINCE = Version(2, 9, 0)
 OLDEST = Version(2, 7, 0)

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from .traps import WRAPPER_SINCE
-from .versions import Version
+from tessera.domain.schedulers.traps import WRAPPER_SINCE
+from tessera.domain.schedulers.versions import Version
 
 NAME = "tessera-volcano-device-config"
 KEY = "device-config.yaml"

@@ -29,11 +29,16 @@ import yaml
 
 from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
-
-from . import traps, volcano_conf, volcano_geometries
-from .demands import ObjectKey, PolicyDemand, VolcanoDemand
-from .outcome import CONFIG_INVALID, CONFLICT, TRAP, VERSION_UNKNOWN, WAITING_FOR_SCHEDULER
-from .versions import Version
+from tessera.domain.schedulers import traps, volcano_conf, volcano_geometries
+from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand
+from tessera.domain.schedulers.outcome import (
+    CONFIG_INVALID,
+    CONFLICT,
+    TRAP,
+    VERSION_UNKNOWN,
+    WAITING_FOR_SCHEDULER,
+)
+from tessera.domain.schedulers.versions import Version
 
 PREVIOUS_ANNOTATION = "tessera.io/deviceshare-previous"
 """On Volcano's map: JSON of the argument values Tessera replaced (null: there was none),

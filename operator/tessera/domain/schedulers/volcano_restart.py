@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from .demands import ObjectKey
+from tessera.domain.schedulers.demands import ObjectKey
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 

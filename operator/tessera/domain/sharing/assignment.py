@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import selectors
-
-from .nodes import NodeFacts
+from tessera.domain.sharing.nodes import NodeFacts
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .device_plugin import DevicePluginConfig
+from tessera.domain.sharing.device_plugin import DevicePluginConfig
 
 Backend = Literal["exclusive", "time-slicing", "mps", "hami-core", "hami-mig"]
 Kind = Literal["none", "in-place", "disruptive"]

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from . import hami, planning
-from . import nodes as node_facts
+from tessera.domain.sharing import hami, planning
+from tessera.domain.sharing import nodes as node_facts
 
 Raw = Mapping[str, Any]
 

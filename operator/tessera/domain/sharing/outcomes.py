@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import device_plugin, hami
-from .assignment import Policy
-from .device_plugin import DevicePluginConfig
-from .rules import RuleError
+from tessera.domain.sharing import device_plugin, hami
+from tessera.domain.sharing.assignment import Policy
+from tessera.domain.sharing.device_plugin import DevicePluginConfig
+from tessera.domain.sharing.rules import RuleError
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from .device_plugin import DevicePluginConfig, Replicated, Strategy
-from .rules import RuleError
+from tessera.domain.sharing.device_plugin import DevicePluginConfig, Replicated, Strategy
+from tessera.domain.sharing.rules import RuleError
 
 Parsed = tuple[DevicePluginConfig | None, tuple[RuleError, ...]]
 

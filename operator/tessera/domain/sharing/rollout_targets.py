@@ -30,12 +30,11 @@ from collections.abc import Iterable, Mapping
 
 from tessera.api import constants as c
 from tessera.domain.rollout import DesiredNode, NodeView, Phase
-
-from . import hami
-from .assignment import Assignment
-from .nodes import NodeFacts
-from .outcomes import PolicyResult
-from .status import advertised
+from tessera.domain.sharing import hami
+from tessera.domain.sharing.assignment import Assignment
+from tessera.domain.sharing.nodes import NodeFacts
+from tessera.domain.sharing.outcomes import PolicyResult
+from tessera.domain.sharing.status import advertised
 
 HAMI_MODE_LABEL = "tessera.io/hami-mode"
 ASCEND_MODES = {True: "hami-vnpu-core", False: "vnpu-template"}  # by soft slicing

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import changes, configmap, device_plugin, parsing
-from .changes import Effective
-from .nodes import NodeFacts
-from .outcomes import PolicyResult
+from tessera.domain.sharing import changes, configmap, device_plugin, parsing
+from tessera.domain.sharing.changes import Effective
+from tessera.domain.sharing.nodes import NodeFacts
+from tessera.domain.sharing.outcomes import PolicyResult
 
 
 def now(

@@ -23,13 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tessera.domain.conditions import Status, Verdict
-
-from .assignment import Conflict
-from .device_plugin import GPU
-from .nodes import NodeFacts, hami_gpus
-from .outcomes import PolicyResult
-from .planning import SharingPlan
-from .rules import summary
+from tessera.domain.sharing.assignment import Conflict
+from tessera.domain.sharing.device_plugin import GPU
+from tessera.domain.sharing.nodes import NodeFacts, hami_gpus
+from tessera.domain.sharing.outcomes import PolicyResult
+from tessera.domain.sharing.planning import SharingPlan
+from tessera.domain.sharing.rules import summary
 
 
 @dataclass(frozen=True)
