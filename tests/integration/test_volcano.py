@@ -33,7 +33,7 @@ from devcluster.scheduler_texts import HAMI_VNPUS_CONFIG
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.domain.schedulers import volcano_conf as v
+from tessera.domain.schedulers.volcano import conf as v
 
 from .conftest import Kubectl, OperatorProcess
 from .helpers import app_pods, eventually, namespace, wait_running

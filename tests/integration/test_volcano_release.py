@@ -16,7 +16,7 @@ import yaml
 from devcluster import fleet
 from devcluster.scheduling import KWOK_ANNOTATION
 from tessera.adapters.kube import Kube, path_of
-from tessera.domain.schedulers import volcano_plan as vp
+from tessera.domain.schedulers.volcano import plan as vp
 
 from .helpers import app_pods, eventually, namespace, wait_running
 from .sharing_support import SP, policy, wait_ready

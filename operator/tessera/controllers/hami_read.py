@@ -1,7 +1,7 @@
 """Whether HAMi's scheduler has read its device config: the change stamp and the pods.
 
 ``stamp`` dates each change of ``device-config.yaml`` with the API server's time (the map as
-the changing write returned it; ``domain.schedulers.hami_restart``) on the map itself, so
+the changing write returned it; ``domain.schedulers.hami.restart``) on the map itself, so
 every later pass — and a restarted operator — knows it. ``verdict`` turns a policy's ready
 verdict into ``RestartPending`` while ``hami-scheduler``'s pods are older than the change
 (Tessera never restarts HAMi: the API has no ``hami.restart``; the message says how), and
@@ -19,7 +19,8 @@ from typing import Any
 from tessera.adapters.kube import Obj, path_of
 from tessera.controllers.runtime import Context
 from tessera.domain.conditions import Verdict
-from tessera.domain.schedulers import ObjectKey, PolicyDemand, hami_restart, outcome
+from tessera.domain.schedulers import ObjectKey, PolicyDemand, outcome
+from tessera.domain.schedulers.hami import restart as hami_restart
 
 Deployments = Mapping[ObjectKey, Mapping[str, Any] | None]
 

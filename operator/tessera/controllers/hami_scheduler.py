@@ -2,13 +2,13 @@
 Tessera's fields kept consistent with the policies, every line people wrote kept.
 
 Called once per pass by ``controllers.schedulers.sync`` (its lock makes it the one writer).
-Each map the policies name is read, planned (``domain.schedulers.hami_want`` joins the asks,
-``hami_config`` edits the text) and patched with the resourceVersion it was read at; a 409 is
+Each map the policies name is read, planned (``domain.schedulers.hami.want`` joins the asks,
+``schedulers.hami.config`` edits the text) and patched with the resourceVersion it was read at; a 409 is
 a race and the map is read and planned again. Nothing is ever created: a missing map, or a
 missing scheduler Deployment for a policy naming HAMi, is ``WaitingForScheduler``; a file that
 does not parse is left as it is (``SchedulerConfigInvalid``, with line and column), and so is
 one HAMi's version could not load once planned — a person's entry of another version's shape
-(``SchedulerConfigUnloadable``, naming the entry and the version; ``domain.schedulers.hami_load``).
+(``SchedulerConfigUnloadable``, naming the entry and the version; ``domain.schedulers.hami.load``).
 """
 
 from __future__ import annotations
@@ -24,17 +24,12 @@ from tessera.controllers import hami_read
 from tessera.controllers.runtime import Context
 from tessera.domain.conditions import Verdict
 from tessera.domain.failures import Failure
-from tessera.domain.schedulers import (
-    ObjectKey,
-    PolicyDemand,
-    SchedulerOutcome,
-    hami_load,
-    hami_owned,
-    outcome,
-)
-from tessera.domain.schedulers.hami_config import Want, plan, present_chips
-from tessera.domain.schedulers.hami_guard import NotEditable
-from tessera.domain.schedulers.hami_want import Joined, join
+from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, outcome
+from tessera.domain.schedulers.hami import load as hami_load
+from tessera.domain.schedulers.hami import owned as hami_owned
+from tessera.domain.schedulers.hami.config import Want, plan, present_chips
+from tessera.domain.schedulers.hami.guard import NotEditable
+from tessera.domain.schedulers.hami.want import Joined, join
 from tessera.domain.schedulers.yaml_text import YamlInvalidError
 
 log = logging.getLogger("tessera.schedulers")

@@ -4,7 +4,7 @@ geometries it points at, kept consistent with the policies naming Volcano.
 Called once per pass by ``controllers.schedulers.sync`` (the single writer of the scheduler
 side), with every Volcano scheduler config the policies name and the policies naming each
 (``tessera.domain.schedulers.VolcanoDemand``). Answers per policy; a policy it says nothing
-about has no Volcano part (it names HAMi). Decisions are ``domain.schedulers.volcano_plan``'s;
+about has no Volcano part (it names HAMi). Decisions are ``domain.schedulers.volcano.plan``'s;
 this module reads, writes and restarts:
 
 - the chip entries come from HAMi's ``hami-scheduler-device`` (Volcano's docs: merge its
@@ -35,10 +35,9 @@ from tessera.api import constants as c
 from tessera.controllers.runtime import Context
 from tessera.domain.conditions import Verdict
 from tessera.domain.schedulers import ObjectKey, SchedulerOutcome, VolcanoDemand, VolcanoDemands
-from tessera.domain.schedulers import volcano_geometries as geometries
-from tessera.domain.schedulers import volcano_plan as vp
-from tessera.domain.schedulers import volcano_restart as restart
 from tessera.domain.schedulers.outcome import RESTART_PENDING
+from tessera.domain.schedulers.volcano import geometries, restart
+from tessera.domain.schedulers.volcano import plan as vp
 
 log = logging.getLogger("tessera.volcano")
 ATTEMPTS = 4

@@ -25,7 +25,7 @@ from tessera.controllers.loop import Controller, Waiting, guarded
 from tessera.controllers.runtime import Context
 from tessera.controllers.writer_lease import WriterLease
 from tessera.domain.rollout import PodView
-from tessera.domain.schedulers import volcano_geometries
+from tessera.domain.schedulers.volcano import geometries as volcano_geometries
 from tessera.handlers import contract_watch
 from tessera.handlers.wakeups import (
     NodeWakeups,

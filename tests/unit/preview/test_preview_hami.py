@@ -10,8 +10,8 @@ from builders import NodeWrapper
 from devcluster import fleet
 from tessera.api import constants as c
 from tessera.domain.preview import Cluster, preview
-from tessera.domain.schedulers.hami_config import Want, plan
-from tessera.domain.schedulers.hami_owned import Owned
+from tessera.domain.schedulers.hami.config import Want, plan
+from tessera.domain.schedulers.hami.owned import Owned
 from tessera.domain.schedulers.versions import Version
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)

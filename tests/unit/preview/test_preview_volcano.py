@@ -135,8 +135,8 @@ def test_volcano_1_15_reading_the_wrapper_today_is_noted() -> None:
 
 def _edited_cluster(*more: dict[str, Any]) -> Cluster:
     """Tessera edited Volcano's conf for the live policy ``a`` (its marks, its map)."""
-    from tessera.domain.schedulers import volcano_conf as v
-    from tessera.domain.schedulers import volcano_plan as vp
+    from tessera.domain.schedulers.volcano import conf as v
+    from tessera.domain.schedulers.volcano import plan as vp
 
     wanted = {v.ENABLE_VNPU: True, v.POLICY: "binpack", v.CM_NAME: "tessera-volcano-device-config"}
     conf = _map(

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tessera.domain.schedulers import hami_owned, vnpus
-from tessera.domain.schedulers.hami_config import Want, plan, present_chips
-from tessera.domain.schedulers.hami_owned import Owned
+from tessera.domain.schedulers import vnpus
+from tessera.domain.schedulers.hami import owned as hami_owned
+from tessera.domain.schedulers.hami.config import Want, plan, present_chips
+from tessera.domain.schedulers.hami.owned import Owned
 from tessera.domain.schedulers.versions import Version
 
 V2_10, V2_8 = Version(2, 10), Version(2, 8)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tessera.domain.schedulers import hami_guard
-from tessera.domain.schedulers.hami_config import Want, plan
-from tessera.domain.schedulers.hami_owned import Owned
+from tessera.domain.schedulers.hami import guard as hami_guard
+from tessera.domain.schedulers.hami.config import Want, plan
+from tessera.domain.schedulers.hami.owned import Owned
 from tessera.domain.schedulers.versions import Version
 
 V2_10 = Version(2, 10)

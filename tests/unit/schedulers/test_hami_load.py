@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tessera.domain.schedulers import hami_load, vnpus
-from tessera.domain.schedulers.hami_config import Want, plan
-from tessera.domain.schedulers.hami_owned import Owned
+from tessera.domain.schedulers import vnpus
+from tessera.domain.schedulers.hami import load as hami_load
+from tessera.domain.schedulers.hami.config import Want, plan
+from tessera.domain.schedulers.hami.owned import Owned
 from tessera.domain.schedulers.versions import Version
 
 V2_7, V2_8, V2_9, V2_10 = hami_load.SUPPORTED

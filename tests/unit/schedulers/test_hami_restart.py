@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tessera.domain.schedulers import hami_restart as r
+from tessera.domain.schedulers.hami import restart as r
 
 CHANGE = "2026-12-02T03:00:00Z"
 LABELS = {"app": "hami-scheduler"}

@@ -9,7 +9,7 @@ import pytest
 from tessera.api.v1alpha1.scheduler import SchedulerSpec
 from tessera.api.v1alpha1.sharingpolicy import HamiCore
 from tessera.domain.schedulers.demands import PolicyDemand
-from tessera.domain.schedulers.hami_want import join
+from tessera.domain.schedulers.hami.want import join
 from tessera.domain.schedulers.versions import Detected, Version
 
 WHERE = "kube-system/hami-scheduler-device (device-config.yaml)"

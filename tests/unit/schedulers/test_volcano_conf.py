@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tessera.domain.schedulers import volcano_conf as v
+from tessera.domain.schedulers.volcano import conf as v
 
 DATA = Path(__file__).parents[2] / "data" / "volcano"
 WANTED: dict[str, v.Scalar | None] = {

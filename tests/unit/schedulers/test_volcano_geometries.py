@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from tessera.domain.schedulers import traps
-from tessera.domain.schedulers import volcano_geometries as g
 from tessera.domain.schedulers.versions import Version
+from tessera.domain.schedulers.volcano import geometries as g
 
 HAMI_310P3: dict[str, Any] = {  # HAMi v2.10 chart values (hami_ascend.md §1.5, §1.6)
     "chipName": "310P3",

@@ -10,11 +10,11 @@ import pytest
 
 from tessera.api.v1alpha1.scheduler import SchedulerSpec
 from tessera.api.v1alpha1.sharingpolicy import HamiCore
-from tessera.domain.schedulers import volcano_conf as v
-from tessera.domain.schedulers import volcano_plan as vp
-from tessera.domain.schedulers import volcano_restart as r
 from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand
 from tessera.domain.schedulers.versions import Detected, Version
+from tessera.domain.schedulers.volcano import conf as v
+from tessera.domain.schedulers.volcano import plan as vp
+from tessera.domain.schedulers.volcano import restart as r
 
 CONF = "tiers:\n- plugins:\n  - name: predicates  # keep\n  - name: proportion\n"
 KEY = ObjectKey("volcano-system", "volcano-scheduler-configmap")

@@ -21,17 +21,12 @@ from tessera.domain.preview.model import Cluster, Raw
 from tessera.domain.preview.results import unified
 from tessera.domain.preview.schedulers import SchedulerPreviews, find_deployment, governed_labels
 from tessera.domain.preview.sharing import policies as sharing_policies
-from tessera.domain.schedulers import (
-    ObjectKey,
-    PolicyDemand,
-    demands,
-    hami_load,
-    hami_owned,
-    hami_restart,
-    outcome,
-)
-from tessera.domain.schedulers.hami_config import Want, plan, present_chips
-from tessera.domain.schedulers.hami_want import Joined, join
+from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands, outcome
+from tessera.domain.schedulers.hami import load as hami_load
+from tessera.domain.schedulers.hami import owned as hami_owned
+from tessera.domain.schedulers.hami import restart as hami_restart
+from tessera.domain.schedulers.hami.config import Want, plan, present_chips
+from tessera.domain.schedulers.hami.want import Joined, join
 from tessera.domain.schedulers.outcome import TRAP
 from tessera.domain.schedulers.versions import Component, Detected, VersionUnknownError, detect
 from tessera.domain.schedulers.yaml_text import YamlInvalidError

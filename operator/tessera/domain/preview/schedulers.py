@@ -1,7 +1,7 @@
 """The scheduler part of a preview: what Tessera writes into Volcano's scheduler config.
 
 For every Volcano config the SharingPolicies name once the manifests are applied, the same
-plan the operator makes (``schedulers.volcano_plan.plan``, from the same demands: each
+plan the operator makes (``schedulers.volcano.plan.plan``, from the same demands: each
 policy's chips from the nodes the sharing plan gives it, versions declared or read from the
 Deployment's image tag, chip entries from HAMi's ``hami-scheduler-device``): the diffs of
 ``volcano-scheduler.conf`` and of Tessera's geometries map, whether Volcano restarts
@@ -27,10 +27,11 @@ from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain.preview.model import Cluster, Raw
 from tessera.domain.preview.results import ConfigDiff, unified
 from tessera.domain.preview.sharing import policies as sharing_policies
-from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands, traps, volcano_conf
-from tessera.domain.schedulers import volcano_geometries as geometries
-from tessera.domain.schedulers import volcano_plan as vp
+from tessera.domain.schedulers import ObjectKey, PolicyDemand, demands, traps
 from tessera.domain.schedulers.versions import Component, Detected, VersionUnknownError, detect
+from tessera.domain.schedulers.volcano import conf as volcano_conf
+from tessera.domain.schedulers.volcano import geometries
+from tessera.domain.schedulers.volcano import plan as vp
 from tessera.domain.sharing.planning import SharingPlan
 
 KIND = "SharingPolicy"

@@ -9,10 +9,10 @@ or Volcano's); Tessera keeps that scheduler's config consistent with all the pol
 * ``outcome``   one policy's scheduler-side verdict and ``status.scheduler``, merged over
                 the parts (HAMi's device config, Volcano's) and with the node side;
 * ``vnpus``     HAMi's ``vnpus`` chip entries as its chart ships them, per version and shape;
-* ``hami_want`` the asks of the policies naming one HAMi config joined (conflicts, traps);
-* ``hami_config`` Tessera's fields of HAMi's ``device-config.yaml`` set and released in place
-                (``hami_owned``: what it owns; ``hami_shape``: list and map forms of ``vnpus``);
-* ``yaml_text`` edits of a YAML text that keep every line they do not touch.
+* ``traps``     known version traps of the schedulers' configs;
+* ``yaml_text`` edits of a YAML text that keep every line they do not touch;
+* ``hami/``     HAMi's ``device-config.yaml``: joined asks, edits in place, loadability;
+* ``volcano/``  Volcano's ``volcano-scheduler.conf`` and its map of known geometries.
 """
 
 from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand, VolcanoDemands

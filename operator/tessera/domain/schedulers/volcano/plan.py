@@ -29,7 +29,7 @@ import yaml
 
 from tessera.api import constants as c
 from tessera.domain.conditions import Verdict
-from tessera.domain.schedulers import traps, volcano_conf, volcano_geometries
+from tessera.domain.schedulers import traps
 from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand
 from tessera.domain.schedulers.outcome import (
     CONFIG_INVALID,
@@ -39,6 +39,8 @@ from tessera.domain.schedulers.outcome import (
     WAITING_FOR_SCHEDULER,
 )
 from tessera.domain.schedulers.versions import Version
+from tessera.domain.schedulers.volcano import conf as volcano_conf
+from tessera.domain.schedulers.volcano import geometries as volcano_geometries
 
 PREVIOUS_ANNOTATION = "tessera.io/deviceshare-previous"
 """On Volcano's map: JSON of the argument values Tessera replaced (null: there was none),

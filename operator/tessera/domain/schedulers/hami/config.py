@@ -1,6 +1,6 @@
 """Tessera's fields of HAMi's ``device-config.yaml``, edited in place.
 
-Given the file as people left it, what Tessera owned there (``hami_owned``) and what the
+Given the file as people left it, what Tessera owned there (``owned``) and what the
 policies want (``Want``), ``plan`` returns the file with only Tessera's fields changed —
 every other line byte for byte (``yaml_text``) — and the new ownership record:
 
@@ -12,7 +12,7 @@ every other line byte for byte (``yaml_text``) — and the new ownership record:
 * ``vnpus.hamiVnpuCore`` (map form only) and the ``nvidia:`` scalings, each set with the value
   it replaced remembered, and that value given back when no policy wants the field;
 * a field in ``held`` (the policies disagree on it) is left exactly as it is;
-* the whole result, people's entries included, loadable by HAMi's version (``hami_load``):
+* the whole result, people's entries included, loadable by HAMi's version (``load``):
   a ``vnpus`` section in the other version's shape is reshaped even when no policy asks for
   Ascend chips (the one shape change between versions), anything else HAMi would refuse is
   ``hami_load.Unloadable`` — nothing is written.
@@ -26,8 +26,11 @@ from typing import Any
 
 import yaml
 
-from tessera.domain.schedulers import hami_guard, hami_load, hami_shape, vnpus, yaml_text
-from tessera.domain.schedulers.hami_owned import Owned, Prior
+from tessera.domain.schedulers import vnpus, yaml_text
+from tessera.domain.schedulers.hami import guard as hami_guard
+from tessera.domain.schedulers.hami import load as hami_load
+from tessera.domain.schedulers.hami import shape as hami_shape
+from tessera.domain.schedulers.hami.owned import Owned, Prior
 from tessera.domain.schedulers.versions import Version
 
 NVIDIA_FIELDS = ("deviceSplitCount", "deviceMemoryScaling", "deviceCoreScaling")

@@ -22,7 +22,7 @@ from typing import Any
 from tessera.domain.conditions import Verdict
 from tessera.domain.schedulers import outcome, vnpus
 from tessera.domain.schedulers.demands import PolicyDemand
-from tessera.domain.schedulers.hami_config import HAMI_VNPU_CORE, Want
+from tessera.domain.schedulers.hami.config import HAMI_VNPU_CORE, Want
 from tessera.domain.schedulers.versions import Detected
 
 

@@ -1,4 +1,4 @@
-"""Text helpers for editing ``volcano-scheduler.conf`` in place (``volcano_conf``).
+"""Text helpers for editing ``volcano-scheduler.conf`` in place (``conf``).
 
 Values written as YAML text that reads back as themselves, line spans, a file's line
 ending, and where a composed node's text really ends.

@@ -14,7 +14,7 @@ changed since (by a person, too) and is stamped again. Times have whole seconds,
 also names the scheduler pods live once the change was dated: those, and pods created in an
 earlier second, have not read it; a pod created later (even in the same second) has.
 
-The idea is Volcano's (``volcano_restart``, owned by the Volcano part); this module keeps its
+The idea is Volcano's (``schedulers.volcano.restart``, owned by the Volcano part); this module keeps its
 own small copy so the two can change apart.
 
 ``--enable-ascend``: without it HAMi's scheduler ignores ``vnpus`` (HAMi pkg/device/ascend/device.go), so Ascend pods

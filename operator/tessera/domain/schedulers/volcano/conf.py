@@ -23,12 +23,12 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from tessera.domain.schedulers.volcano_text import Scalar, scalar
-from tessera.domain.schedulers.volcano_text import flow as _flow
-from tessera.domain.schedulers.volcano_text import last_end as _last_end
-from tessera.domain.schedulers.volcano_text import line_end as _line_end
-from tessera.domain.schedulers.volcano_text import line_start as _line_start
-from tessera.domain.schedulers.volcano_text import newline as _newline
+from tessera.domain.schedulers.volcano.text import Scalar, scalar
+from tessera.domain.schedulers.volcano.text import flow as _flow
+from tessera.domain.schedulers.volcano.text import last_end as _last_end
+from tessera.domain.schedulers.volcano.text import line_end as _line_end
+from tessera.domain.schedulers.volcano.text import line_start as _line_start
+from tessera.domain.schedulers.volcano.text import newline as _newline
 
 __all__ = [
     "CM_NAME",

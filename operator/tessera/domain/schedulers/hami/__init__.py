@@ -1,0 +1,12 @@
+"""tessera.domain.schedulers.hami: HAMi's scheduler device config (``device-config.yaml``).
+
+* ``want``    the asks of the policies naming one HAMi config joined (conflicts, traps);
+* ``config``  Tessera's fields of the config set and released in place;
+* ``owned``   which fields Tessera owns, remembered on the ConfigMap;
+* ``guard``   what keeps an edit off a person's keys;
+* ``shape``   the list and map forms of ``vnpus``, and moving between them;
+* ``load``    whether the targeted HAMi version's scheduler can load the whole file;
+* ``restart`` whether the scheduler has read the config since it changed.
+
+HAMi's per-node configs (its device plugin's side) are sharing's: ``tessera.domain.sharing.hami``.
+"""
