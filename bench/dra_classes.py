@@ -1,7 +1,7 @@
 """DeviceClass generation for DRA pools: 1,000 pools and their SharingPolicies, desired and diffed.
 
 Every NodePoolGeometry and SharingPolicy pass computes the whole desired set of Tessera's
-DeviceClasses (classes are shared by pools, ``controllers.dra_classes``), so that set must be
+DeviceClasses (classes are shared by pools, ``controllers.dra.classes``), so that set must be
 cheap at the largest cluster: 1,000 DRA pools of mixed geometries (whole GPUs, MIG layouts
 by index, ``+me`` profiles), one sharing policy on each (MPS, time-slicing, exclusive), every
 layout validated on its nodes' GPU model, every config checked with the driver's rules and every selector with Tessera's own check. The floor

@@ -27,20 +27,14 @@ from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.controllers import (
-    agent_configs,
-    dra_classes,
-    dra_pool,
-    evictions,
-    recount,
-    rollout_phases,
-    skeleton,
-    skipping,
-)
-from tessera.controllers import rollout_driver as driver
+from tessera.controllers import agent_configs, skeleton, skipping
+from tessera.controllers.dra import classes as dra_classes
+from tessera.controllers.dra import pool as dra_pool
+from tessera.controllers.rollout import driver, evictions, recount
 from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
 from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
 from tessera.domain.conditions import Verdict, landed
+from tessera.observability import metrics
 
 PLURAL = "nodepoolgeometries"
 KIND = "NodePoolGeometry"
@@ -89,7 +83,7 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
         )
     else:
         verdict = synced.verdict(dra_classes.declarer(KIND, name)) or verdict
-    rollout_phases.export(KIND, name, plan)
+    metrics.export_rollout(KIND, name, plan)
     result = Result(plan.requeue_after, starved=bool(plan.short_of_room))
     if verdict.reason == dra_classes.WAITING_FOR_DRIVER:  # no watch wakes it on a slice: look
         soon = min(plan.requeue_after or ctx.settings.resync_seconds, ctx.settings.resync_seconds)
@@ -152,7 +146,7 @@ def finalize(ctx: Context, name: str) -> bool:
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
     driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
     if result.done and not unsynced:
-        rollout_phases.forget(KIND, name)
+        metrics.forget_rollout(KIND, name)
         ctx.passes.forget((KIND, name))
     return result.done and not unsynced
 

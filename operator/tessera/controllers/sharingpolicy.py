@@ -20,17 +20,14 @@ from tessera.adapters.events import Ref
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.controllers import (
-    dra_classes,
-    pod_contract,
-    rollout_phases,
-    schedulers,
-    sharing_apply,
-    sharing_observe,
-    sharing_rollout,
-    skeleton,
-)
+from tessera.controllers import skeleton
+from tessera.controllers.dra import classes as dra_classes
 from tessera.controllers.runtime import Context, Result, custom_path, ref_of
+from tessera.controllers.schedulers import sync as schedulers
+from tessera.controllers.sharing import apply as sharing_apply
+from tessera.controllers.sharing import observe as sharing_observe
+from tessera.controllers.sharing import pod_contract
+from tessera.controllers.sharing import rollout as sharing_rollout
 from tessera.domain import rollout
 from tessera.domain.conditions import Verdict
 from tessera.domain.schedulers import outcome as sched_outcome
@@ -81,7 +78,7 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
         actions,
     )
     _export(name, summary, plan)
-    rollout_phases.export(KIND, name, rolled)
+    metrics.export_rollout(KIND, name, rolled)
     busy = rolled is not None and rolled.requeue_after is not None
     starved = rolled is not None and bool(rolled.short_of_room)
     result = Result(ROLLING_REQUEUE if busy else None, starved=starved)
@@ -117,7 +114,7 @@ def finalize(ctx: Context, name: str) -> bool:
             except KeyError:
                 continue  # never exported (the policy was never reconciled here)
         if done:
-            rollout_phases.forget(KIND, name)
+            metrics.forget_rollout(KIND, name)
             ctx.passes.forget((KIND, name))
     return done
 

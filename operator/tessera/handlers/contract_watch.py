@@ -3,7 +3,7 @@
 Tessera's ValidatingAdmissionPolicies and bindings carry ``app.kubernetes.io/managed-by:
 tessera`` and ``tessera.io/declared-by: SharingPolicy/<name>`` (``domain.admission``). A
 hand edit or delete of one wakes that policy, whose pass restores it
-(``controllers.pod_contract``); without this only the next timed pass would. Status writes
+(``controllers.sharing.pod_contract``); without this only the next timed pass would. Status writes
 (the API server's type checking) wake nobody: only what a pass compares is fingerprinted.
 kopf lists and watches the whole kind; the label filter is applied to what it receives.
 
@@ -20,7 +20,8 @@ from typing import Any
 import kopf
 
 from tessera.api import constants as c
-from tessera.controllers import pod_contract, sharingpolicy
+from tessera.controllers import sharingpolicy
+from tessera.controllers.sharing import pod_contract
 from tessera.domain import admission
 from tessera.handlers.wakeups import Wakeups, object_fingerprint
 

@@ -6,10 +6,14 @@ table in docs/observability.md can be checked against it.
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
+
+from tessera.domain import rollout
+from tessera.domain.rollout.budget import Holder
 
 RECONCILES = Counter(
     "tessera_reconciles_total", "Reconcile passes, by kind and outcome.", ["kind", "outcome"]
@@ -60,6 +64,42 @@ WRITER_LEASE = Gauge(
 def count_write(verb: str) -> None:
     """A mutating API request was sent: the adapter's ``on_write`` in ``tessera run``."""
     API_WRITES.labels(verb).inc()
+
+
+ROLLOUT_PHASES = {  # tessera_rollout_nodes' phase label -> the rollout Plan's count of it
+    "Updated": "updated",
+    "InProgress": "in_progress",
+    "Pending": "pending",
+    "Blocked": "blocked",
+    "Failed": "failed",
+}
+
+
+def export_rollout(kind: str, name: str, plan: rollout.Plan | None) -> None:
+    """``tessera_rollout_nodes`` and ``tessera_rollout_budget_nodes`` for one object's
+    rollout; ``None``: none of its nodes is rolling.
+
+    The budget's ``reason`` label takes the few values of ``budget.Holder`` (never a node's
+    name): ``Rollout`` (this object's own rollout), ``OtherRollout``, ``Cordoned``,
+    ``Tainted``, ``NotReady`` (the others, whose nodes hold the budget until they act).
+    """
+    for phase, count in ROLLOUT_PHASES.items():
+        value = getattr(plan.counts, count) if plan is not None else 0
+        NODES_BY_PHASE.labels(kind, name, phase).set(value)
+    held = Tally(u.holder for u in plan.unavailable) if plan is not None else Tally()
+    for reason in Holder:
+        BUDGET_NODES.labels(kind, name, reason.value).set(held[reason])
+
+
+def forget_rollout(kind: str, name: str) -> None:
+    """Drop the object's rollout series once it is gone (a deleted pool must not linger)."""
+    series = [(NODES_BY_PHASE, phase) for phase in ROLLOUT_PHASES]
+    series += [(BUDGET_NODES, reason.value) for reason in Holder]
+    for gauge, label in series:
+        try:
+            gauge.remove(kind, name, label)
+        except KeyError:
+            continue  # never exported by this replica
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from prometheus_client import REGISTRY
 from rollout_builders import POOL, T0, desired, kinds, policy, state, target
 
 from builders.views import NEW, OLD, node
-from tessera.controllers import rollout_phases
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.budget import Holder, classify, unavailable
 from tessera.domain.rollout.outcome import Outcome
@@ -25,6 +24,7 @@ from tessera.domain.rollout.planning import Plan, plan
 from tessera.domain.rollout.releasing import after, release
 from tessera.domain.rollout.state import Phase, ReportPhase
 from tessera.domain.rollout.views import GEOMETRY_PENDING, NodeView, Taint, pending_taint
+from tessera.observability import metrics
 
 MAINTENANCE = Taint("example.com/maintenance", "NoSchedule")  # another controller's
 EVACUATE = Taint("example.com/evacuate", "NoExecute")
@@ -358,7 +358,7 @@ def test_the_released_view_frees_a_slot_only_when_it_ends_available() -> None:
 def test_the_budget_gauge_counts_nodes_by_reason_and_never_names_one() -> None:
     nodes = [done("gpu-0", cordoned=True), done("gpu-1", ready=False), node("gpu-2")]
     p = plan(POOL, policy(maxUnavailable=3), {n.name: desired() for n in nodes}, nodes, [], [], T0)
-    rollout_phases.export("NodePoolGeometry", "budget-gauge", p)
+    metrics.export_rollout("NodePoolGeometry", "budget-gauge", p)
 
     def shown() -> dict[str, float | None]:
         return {
@@ -383,5 +383,5 @@ def test_the_budget_gauge_counts_nodes_by_reason_and_never_names_one() -> None:
         for s in m.samples
     }
     assert labels == {("kind", "pool", "reason")}
-    rollout_phases.forget("NodePoolGeometry", "budget-gauge")
+    metrics.forget_rollout("NodePoolGeometry", "budget-gauge")
     assert set(shown().values()) == {None}

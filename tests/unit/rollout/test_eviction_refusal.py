@@ -12,7 +12,7 @@ from builders.views import gpu_pod, pdb
 from tessera.adapters.events import EventRecorder, Ref
 from tessera.adapters.kube import ApiError, Kube
 from tessera.api.v1alpha1.common import DrainSpec
-from tessera.controllers.evictions import announce_held, refusal
+from tessera.controllers.rollout.evictions import announce_held, refusal
 from tessera.controllers.runtime import Context
 from tessera.domain.rollout.draining import drain_pass
 from tessera.domain.rollout.reporting import NodeReport

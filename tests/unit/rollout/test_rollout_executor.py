@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from rollout_builders import state
 
-from tessera.controllers.node_patch import compose, runs
-from tessera.controllers.rollout_driver import run_stages
+from tessera.controllers.rollout.driver import run_stages
+from tessera.controllers.rollout.node_patch import compose, runs
 from tessera.controllers.runtime import STOPPING, stopping
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.state import Phase

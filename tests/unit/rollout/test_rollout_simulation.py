@@ -82,7 +82,7 @@ def build(seed: int, fail_rate: float) -> tuple[World, dict[str, DesiredNode]]:
 
 
 def executed(p: Plan, rng: random.Random, crash_rate: float) -> list[act.Action]:
-    """What the executor writes, sometimes killed part way (as ``rollout_driver`` runs it).
+    """What the executor writes, sometimes killed part way (as ``controllers.rollout.driver`` runs it).
 
     Stages run one after the other. Within a stage each node's actions run in
     order while different nodes run concurrently, so an operator killed during

@@ -16,8 +16,8 @@ from sharing_builders import gpu_node, npu_node, policy
 from tessera.adapters.kube import ApiError, Kube
 from tessera.api import constants as c
 from tessera.controllers.runtime import Context
-from tessera.controllers.sharing_apply import apply
-from tessera.controllers.sharing_observe import Document
+from tessera.controllers.sharing.apply import apply
+from tessera.controllers.sharing.observe import Document
 from tessera.domain.sharing import planning
 
 PLUGIN = f"/api/v1/namespaces/gpu-operator/configmaps/{c.DEVICE_PLUGIN_CONFIGMAP_NAME}"

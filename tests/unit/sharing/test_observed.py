@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sharing_builders import npu_node
 
-from tessera.controllers.sharing_observe import Document, Snapshot
+from tessera.controllers.sharing.observe import Document, Snapshot
 from tessera.domain.sharing import planning
 
 

@@ -3,7 +3,7 @@
 All policies are planned together with ``sharing.planning.plan``, as the
 controller does, but with every node *cleared*: the preview shows where the
 cluster ends up, and marks the disruptive moves, whose cordon/drain rollout
-is planned with ``rollout.plan`` like ``sharing_rollout`` does (pods to
+is planned with ``rollout.plan`` like ``controllers.sharing.rollout`` does (pods to
 evict, blocking PDBs, the approval hash).
 """
 
@@ -163,7 +163,7 @@ def _rollout(
     approved: str | None,
     now: datetime,
 ) -> tuple[rollout.Plan, dict[str, tuple[str, ...]]]:
-    """The cordon/drain rollout of the nodes that move disruptively, as ``sharing_rollout``
+    """The cordon/drain rollout of the nodes that move disruptively, as ``controllers.sharing.rollout``
     plans it, and per node the pods drained first. The policy's other nodes are bystanders:
     one unavailable holds the budget all the same."""
     views = [observe.node_view(n) for n in after.nodes if n["metadata"]["name"] in desired]

@@ -7,7 +7,7 @@ is gone are all no-ops), and the planner orders them so that stopping after any
 prefix leaves a state the next plan resumes safely from: the node's state is
 written *before* the side effect it enables, and cleared only *after* the
 cordon it guarded has been lifted. The controller may send a run of one node's
-consecutive patches as a single write (``tessera.controllers.node_patch``): all
+consecutive patches as a single write (``tessera.controllers.rollout.node_patch``): all
 of the run or none of it lands, which is as safe as any prefix.
 """
 

@@ -6,7 +6,7 @@ policy's ask — its ``spec.scheduler``, the Ascend chips of the nodes it govern
 names, a label no catalog chip answers to kept as read so a missing ``vnpus`` entry can be
 reported), soft slicing, the NVIDIA HAMi-core settings, and the versions found for it.
 ``VolcanoDemand`` gathers the policies naming one Volcano scheduler config: what
-``controllers.volcano.sync`` receives.
+``controllers.schedulers.volcano.sync`` receives.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from tessera.domain.sharing.nodes import NodeFacts
 @dataclass(frozen=True)
 class Policy:
     """A SharingPolicy by name; ``pool_selector`` is the resolved ``poolRef``
-    (the NodePoolGeometry's nodeSelector), which the controller looks up; ``dra_pool``:
+    (the NodePoolGeometry's nodeSelector), which the controller looks up; ``controllers.dra.pool``:
     that pool has ``allocation: DRA``, so the policy renders DeviceClasses
     (``tessera.domain.dra``), never a device-plugin config or label."""
 

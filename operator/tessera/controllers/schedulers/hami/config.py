@@ -20,8 +20,8 @@ from typing import Any
 
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
-from tessera.controllers import hami_read
 from tessera.controllers.runtime import Context
+from tessera.controllers.schedulers.hami import read as hami_read
 from tessera.domain.conditions import Verdict
 from tessera.domain.failures import Failure
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, outcome

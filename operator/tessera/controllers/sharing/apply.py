@@ -25,7 +25,7 @@ import jsonpatch
 from tessera.adapters.kube import ApiError, path_of
 from tessera.api import constants as c
 from tessera.controllers.runtime import Context
-from tessera.controllers.sharing_observe import Document, serialize
+from tessera.controllers.sharing.observe import Document, serialize
 from tessera.domain.sharing import hami, planning
 from tessera.domain.sharing.configmap import ConfigMapPlan
 from tessera.domain.sharing.rollout_targets import HAMI_MODE_LABEL

@@ -70,7 +70,7 @@ def announce_held(ctx: Context, owner: Ref, reports: Iterable[rollout.NodeReport
     """A Warning Event for each pod a PodDisruptionBudget keeps on a draining node, once.
 
     Only a PDB whose status allows no disruption counts here: a refusal is announced
-    where the 429 is answered (``rollout_driver``), in the API server's words; a pod still
+    where the 429 is answered (``controllers.rollout.driver``), in the API server's words; a pod still
     there after an eviction was sent may just not show its deletion yet.
     """
     for report in reports:

@@ -1,14 +1,14 @@
 """The scheduler side of SharingPolicies: HAMi's device config and Volcano's, one sync per pass.
 
 A scheduler's config is shared by every policy naming it, so — like the DeviceClasses
-(``dra_classes``) — no pass writes "its own" part: every SharingPolicy pass (and a deleted
+(``controllers.dra.classes``) — no pass writes "its own" part: every SharingPolicy pass (and a deleted
 policy's finalizer, ``without`` it) runs ``sync``, which gathers all policies' asks
 (``tessera.domain.schedulers.demands``), reads the scheduler Deployments once, finds the
 versions (declared or image tag), lets each part make its config match, and answers per
 policy. One lock serialises syncs within the operator; each part writes with the
 resourceVersion it planned from and re-plans on a 409.
 
-Parts: ``hami_scheduler`` (``hami-scheduler-device``) and ``volcano``
+Parts: ``hami.config`` (``hami-scheduler-device``) and ``volcano``
 (``volcano-scheduler.conf`` and its geometries map).
 """
 
@@ -25,8 +25,10 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.scheduler import HamiScheduler, VolcanoScheduler
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.controllers import hami_scheduler, skeleton, skipping, volcano
+from tessera.controllers import skeleton, skipping
 from tessera.controllers.runtime import Context
+from tessera.controllers.schedulers import volcano
+from tessera.controllers.schedulers.hami import config as hami_scheduler
 from tessera.domain import failures
 from tessera.domain.failures import Failure
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, outcome
@@ -92,7 +94,7 @@ def sync(
         failures |= answered.failures
         for name, found in answered.outcomes.items():
             parts.setdefault(name, []).append(found)
-        # --- Volcano hook (owner: the Volcano part, controllers/volcano.py) -------------
+        # --- Volcano hook (owner: the Volcano part, controllers/schedulers/volcano.py) -------------
         # A config no policy names any more comes with no policies: released. Like HAMi's,
         # the default one is always looked at, and so is any Tessera edited (its label):
         # a policy that switched to HAMi, dropped spec.scheduler or named another map.

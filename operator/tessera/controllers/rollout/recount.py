@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj
 from tessera.api.v1alpha1.common import RolloutSpec
-from tessera.controllers import rollout_driver as driver
+from tessera.controllers.rollout import driver
 from tessera.controllers.runtime import Context, stopping
 from tessera.domain import rollout
 from tessera.domain.rollout import recount

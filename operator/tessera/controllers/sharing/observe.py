@@ -23,8 +23,11 @@ from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.controllers import dra_classes, pod_contract, schedulers, skipping
+from tessera.controllers import skipping
+from tessera.controllers.dra import classes as dra_classes
 from tessera.controllers.runtime import Context, custom_path, list_nodes, ref_of
+from tessera.controllers.schedulers import sync as schedulers
+from tessera.controllers.sharing import pod_contract
 from tessera.domain import cluster
 from tessera.domain.sharing import nodes as node_facts
 from tessera.domain.sharing import observing, planning

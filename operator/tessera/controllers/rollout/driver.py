@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 from tessera.adapters.events import Ref
 from tessera.adapters.kube import ApiError, Obj, path_of
-from tessera.controllers import evictions, node_patch, skeleton
+from tessera.controllers import skeleton
+from tessera.controllers.rollout import evictions, node_patch
 from tessera.controllers.runtime import Context, stopping
 from tessera.domain import cluster, rollout
 from tessera.observability import metrics

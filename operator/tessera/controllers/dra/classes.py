@@ -29,7 +29,8 @@ from tessera.adapters import dra as api
 from tessera.adapters.kube import ApiError, Obj
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.controllers import dra_pool, skeleton
+from tessera.controllers import skeleton
+from tessera.controllers.dra import pool as dra_pool
 from tessera.controllers.runtime import Context, custom_path
 from tessera.domain import dra
 from tessera.domain.cluster import PoolObservation

@@ -17,7 +17,8 @@ from dataclasses import replace
 from tessera.adapters.kube import Obj
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.controllers import evictions, rollout_driver
+from tessera.controllers.rollout import driver as rollout_driver
+from tessera.controllers.rollout import evictions
 from tessera.controllers.runtime import Context, ref_of
 from tessera.domain import rollout
 from tessera.domain.conditions import landed

@@ -1,0 +1,1 @@
+"""tessera.controllers.schedulers.hami: HAMi's scheduler device config, written and read back."""
