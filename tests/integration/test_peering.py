@@ -8,7 +8,7 @@ Then A exits cleanly (SIGTERM, so kopf takes its peer record away), the pool's
 layout changes, and B carries the second rollout through. Throughout, a
 Witness watches that no more than ``maxUnavailable`` nodes are out at once.
 Every pass of a replica under peering holds the writer Lease
-(``tessera.domain.lease``): A holds it while active and gives it back on exit;
+(``tessera.domain.base.lease``): A holds it while active and gives it back on exit;
 and a Lease held by a live stranger stops every write until it is given back.
 
 The session's standalone operator ignores peering and would act alongside
@@ -30,7 +30,7 @@ from devcluster import fleet
 from devcluster.controlplane import ControlPlane, free_port
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
-from tessera.domain import lease
+from tessera.domain.base import lease
 
 from .conftest import ROOT, Kubectl, OperatorProcess
 from .faults import Witness, restarted_at_exit, wait_ready

@@ -3,7 +3,7 @@ from typing import Literal
 
 import pytest
 
-from tessera.domain.conditions import Verdict, condition, conditions_for, landed, warns
+from tessera.domain.base.conditions import Verdict, condition, conditions_for, landed, warns
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = datetime(2026, 1, 2, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""``domain.dra_rollout``, ``domain.dra.slices``: ResourceSlices and claims as a rollout reads them.
+"""``domain.rollout.dra.observe``, ``domain.dra.slices``: ResourceSlices and claims as a rollout reads them.
 
 Which pods a drain evicts (claims holding the node's ``gpu.nvidia.com`` devices), what a
 node publishes (its pool's highest, complete generation), what it must publish once its
@@ -16,13 +16,13 @@ import pytest
 from builders.views import gpu_pod
 from tessera.api.v1alpha1.common import DrainSpec
 from tessera.api.v1alpha1.nodepoolgeometry import MigLayout
-from tessera.domain import cluster, dra_rollout
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.dra.slices import slice_pools
 from tessera.domain.geometry import catalog
 from tessera.domain.rollout import selection
 from tessera.domain.rollout.capacity import Ledger, room
-from tessera.domain.rollout.dra_views import UNPUBLISHED, PluginPod
-from tessera.domain.rollout.views import NodeView, PodView
+from tessera.domain.rollout.dra import observe as dra_rollout
+from tessera.domain.rollout.views import UNPUBLISHED, NodeView, PluginPod, PodView
 
 Raw = dict[str, Any]
 

@@ -8,7 +8,7 @@ import pytest
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import empty_pools
+from tessera.domain.cluster import empty_pools
 
 FITS = {"mig": {"layouts": [{"profiles": {"3g.40gb": 2}}]}}
 TOO_BIG = {"mig": {"layouts": [{"profiles": {"3g.40gb": 3}}]}}  # 3 x 3g exceeds any GPU

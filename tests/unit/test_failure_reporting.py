@@ -1,5 +1,5 @@
 """How a failed pass reports: which refusal, whether an Event, what counts as failed, which
-conditions it keeps (tessera.domain.failures, conditions.kept), composed as the skeleton does."""
+conditions it keeps (tessera.domain.base.failures, conditions.kept), composed as the skeleton does."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tessera.domain import failures
-from tessera.domain.conditions import Status, Verdict, conditions_for, kept
-from tessera.domain.failures import Failure
+from tessera.domain.base import failures
+from tessera.domain.base.conditions import Status, Verdict, conditions_for, kept
+from tessera.domain.base.failures import Failure
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tessera.controllers.runtime import Streak, Streaks
-from tessera.domain import failures
-from tessera.domain.conditions import Status, Verdict
-from tessera.domain.failures import STALL_AFTER, STALL_AFTER_S, Failure
+from tessera.domain.base import failures
+from tessera.domain.base.conditions import Status, Verdict
+from tessera.domain.base.failures import STALL_AFTER, STALL_AFTER_S, Failure
 
 FORBIDDEN = (
     'resourcequotas "tessera-a" is forbidden: User "system:serviceaccount:tessera-system:tessera"'

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tessera.controllers.skipping import NodeChanges, Passes
-from tessera.domain.conditions import Verdict
-from tessera.domain.idle import Converged, converged, node_fingerprint, skip
+from tessera.domain.base.conditions import Verdict
+from tessera.domain.base.idle import Converged, converged, node_fingerprint, skip
 
 READY = Verdict("ready", "Converged", "")
 STALLED = Verdict("stalled", "NoNodes", "")
@@ -148,8 +148,8 @@ def test_without_a_node_watch_nothing_is_read_and_nothing_skipped() -> None:
 
 
 def test_a_slim_node_decides_as_the_node_it_came_from() -> None:
-    from tessera.domain.cluster import node_view, sharing_facts
-    from tessera.domain.idle import slim_node
+    from tessera.domain.base.idle import slim_node
+    from tessera.domain.cluster.objects import node_view, sharing_facts
 
     node = _node(pool="a", **{"nvidia.com/device-plugin.config": "sp-a"})
     node["metadata"] |= {"annotations": {"tessera.io/x": "1"}, "managedFields": [{"m": 1}]}
@@ -166,7 +166,7 @@ def test_a_slim_node_decides_as_the_node_it_came_from() -> None:
 def test_nodes_alike_share_one_target_and_each_gets_its_own() -> None:
     from tessera.api import constants as c
     from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-    from tessera.domain.pools import target_for, targets_for
+    from tessera.domain.cluster.pools import target_for, targets_for
 
     spec = NodePoolGeometrySpec.model_validate(
         {

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tessera.domain import lease
+from tessera.domain.base import lease
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube
 from tessera.adapters.node_watch import NodeWatch
-from tessera.domain.idle import node_fingerprint
+from tessera.domain.base.idle import node_fingerprint
 
 
 def _node(name: str, beat: str = "0", **labels: str) -> dict[str, Any]:

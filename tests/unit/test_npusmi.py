@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tessera.domain import npusmi
-from tessera.domain.npusmi import ConfigError, Record, Vnpu
+from tessera.domain.geometry import npusmi
+from tessera.domain.geometry.npusmi import ConfigError, Record, Vnpu
 
 SPLIT = {
     "devices": "all",

@@ -9,8 +9,8 @@ import pytest
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
-from tessera.domain import pool_claims
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
+from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.geometry.layouts import config_name
 from tessera.domain.rollout import NodeState, NodeView, Phase, Taint, TargetSpec
 from tessera.domain.rollout.views import pending_taint

@@ -7,7 +7,7 @@ from typing import Any
 
 from tessera.adapters.sharing import Shared
 from tessera.controllers.runtime import slim
-from tessera.domain.cluster import pod_view
+from tessera.domain.cluster.objects import pod_view
 
 
 def _pod(i: int, **labels: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from builders import NodeWrapper
 from tessera.api import constants as c
 from tessera.controllers import nodepoolgeometry, sharingpolicy
-from tessera.domain.cluster import geometry_owner
+from tessera.domain.cluster.objects import geometry_owner
 from tessera.domain.rollout import NodeState, Phase, PodView, TargetSpec, encode
 from tessera.domain.rollout.views import pending_taint
 from tessera.handlers.wakeups import (

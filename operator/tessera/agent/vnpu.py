@@ -22,7 +22,7 @@ import yaml
 
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
-from tessera.domain import npusmi
+from tessera.domain.geometry import npusmi
 
 RECORD_ANNOTATION = "tessera.io/vnpu-created"
 ERROR_ANNOTATION = "tessera.io/vnpu.config.error"

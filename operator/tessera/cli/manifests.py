@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from tessera.domain.manifests import (
+from tessera.domain.preview.manifests import (
     KUSTOMIZATION_FILES,
     Document,
     ManifestError,

@@ -26,7 +26,9 @@ from tessera.cli import configmaps
 from tessera.cli import manifests as reading
 from tessera.cli.parsing import Parser
 from tessera.cli.plan_cluster import ClusterUnreadable, load_snapshot, locations, read_cluster
-from tessera.domain import manifests, preview, selectors, snapshot, tracking
+from tessera.domain import preview
+from tessera.domain.base import selectors
+from tessera.domain.preview import manifests, snapshot, tracking
 
 NO_CHANGE, ERROR, CHANGES = 0, 1, 2
 

@@ -2,7 +2,7 @@
 
 ``read_cluster`` lists, read-only, every object a preview reads (DeviceClasses and
 ResourceSlices too: a cluster that refuses them is an error, not a plan without DRA);
-``tessera plan snapshot`` stores them, each reduced by ``domain.snapshot`` to
+``tessera plan snapshot`` stores them, each reduced by ``domain.preview.snapshot`` to
 the fields planning reads; ``load_snapshot`` reads such a file back (or a
 ``kubectl get -o yaml`` List).
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
-from tessera.domain import admission, manifests
+from tessera.domain import admission
 from tessera.domain.dra import naming as dra
-from tessera.domain.preview import Cluster, Locations
+from tessera.domain.preview import Cluster, Locations, manifests
 from tessera.domain.preview import schedulers as preview_schedulers
 from tessera.domain.quota import objects as quota_objects
 

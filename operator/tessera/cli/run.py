@@ -4,7 +4,7 @@ Builds the wiring once — API adapter, settings, clock — and hands kopf a
 registry whose handlers close over it. Two replicas coordinate through kopf
 peering (``--peering``): the one with the higher ``--priority`` acts, the
 other waits, so two operators never drain the same pool at once. Under
-peering every pass also holds a writer Lease (``tessera.domain.lease``), so a
+peering every pass also holds a writer Lease (``tessera.domain.base.lease``), so a
 handover waits for the last pass of the replica handing over.
 """
 
@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
     from tessera.controllers.runtime import Context, pod_index, utcnow
     from tessera.controllers.skipping import NodeChanges
     from tessera.controllers.writer_lease import WriterLease
-    from tessera.domain.idle import node_fingerprint, slim_node
+    from tessera.domain.base.idle import node_fingerprint, slim_node
     from tessera.handlers.wiring import build_registry
     from tessera.observability import logs, metrics, tracing
 

@@ -17,7 +17,8 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.controllers.runtime import Context
-from tessera.domain import cluster, pools
+from tessera.domain.cluster import objects as cluster
+from tessera.domain.cluster import pools
 
 log = logging.getLogger("tessera.nodepoolgeometry")
 _CONFIGMAP_ATTEMPTS = 5

@@ -6,7 +6,7 @@ runner waits for a wake-up or for the delay the last pass asked for: the
 resync interval, a requeue the plan asked for, a second while a peer holds the
 writer Lease — or, after a failed pass, its backoff: 1 s doubling per failed
 pass in a row up to ``--retry-cap-seconds``, reset by the first pass that
-succeeds (``tessera.domain.failures.backoff``). The pass itself reports the
+succeeds (``tessera.domain.base.failures.backoff``). The pass itself reports the
 failure in the object's status (``skeleton``); what escapes it here (the object
 could not even be read) is logged and retried the same way.
 """
@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 from tessera.adapters.kube import ApiError
 from tessera.controllers.runtime import STOPPING, Context, Result
 from tessera.controllers.writer_lease import WriterLease
-from tessera.domain import failures
+from tessera.domain.base import failures
 from tessera.observability import metrics
 
 log = logging.getLogger("tessera.loop")

@@ -3,8 +3,8 @@
 Per pass: read the pool's Nodes (and any node still carrying this pool's
 rollout state or taint) and the other pools' selectors — a node belongs to one
 pool only, so a node another pool keeps, or several pools contest, is left
-alone (``tessera.domain.pool_claims``) —, derive each node's target from its GPU model or NPU
-chip (``tessera.domain.pools``), make sure the agent ConfigMap holds every
+alone (``tessera.domain.cluster.claims``) —, derive each node's target from its GPU model or NPU
+chip (``tessera.domain.cluster.pools``), make sure the agent ConfigMap holds every
 config a node points at or may roll back to — written BEFORE any label names
 it — then hand the observation to ``tessera.domain.rollout.plan`` and execute
 its actions. Pods and PDBs are read only for nodes not yet at their target,
@@ -32,8 +32,11 @@ from tessera.controllers.dra import classes as dra_classes
 from tessera.controllers.dra import pool as dra_pool
 from tessera.controllers.rollout import driver, evictions, recount
 from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
-from tessera.domain import cluster, empty_pools, pool_claims, pools, rollout
-from tessera.domain.conditions import Verdict, landed
+from tessera.domain import rollout
+from tessera.domain.base.conditions import Verdict, landed
+from tessera.domain.cluster import claims as pool_claims
+from tessera.domain.cluster import empty_pools, pools
+from tessera.domain.cluster import objects as cluster
 from tessera.observability import metrics
 
 PLURAL = "nodepoolgeometries"

@@ -23,8 +23,9 @@ from tessera.adapters.node_watch import NodeWatch
 from tessera.adapters.sharing import Shared
 from tessera.api import constants as c
 from tessera.controllers.skipping import FULL_PASS_RESYNCS, NodeChanges, Passes
-from tessera.domain import cluster, failures
-from tessera.domain.idle import slim_node
+from tessera.domain.base import failures
+from tessera.domain.base.idle import slim_node
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.quota.settling import Record
 from tessera.domain.rollout import PodView
 

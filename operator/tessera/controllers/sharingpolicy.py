@@ -29,7 +29,7 @@ from tessera.controllers.sharing import observe as sharing_observe
 from tessera.controllers.sharing import pod_contract
 from tessera.controllers.sharing import rollout as sharing_rollout
 from tessera.domain import rollout
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.schedulers import outcome as sched_outcome
 from tessera.domain.sharing import planning, rollout_targets, status
 from tessera.domain.sharing.assignment import assign

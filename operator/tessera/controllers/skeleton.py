@@ -12,7 +12,7 @@ that failed before its steps concluded keeps the kind's own conditions
 status verb revoked, the API server away) is logged and counted, never raised;
 the failed pass backs off (``Result.failures``) like any other. The rules —
 which refusal is reported, when an Event is posted, what counts as a failed
-pass — are ``tessera.domain.failures``'s.
+pass — are ``tessera.domain.base.failures``'s.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from tessera.controllers.runtime import (
     spec_error,
     write_status,
 )
-from tessera.domain import failures, idle
-from tessera.domain.conditions import Verdict, conditions_for, kept, warns
-from tessera.domain.failures import Failure
+from tessera.domain.base import failures, idle
+from tessera.domain.base.conditions import Verdict, conditions_for, kept, warns
+from tessera.domain.base.failures import Failure
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 

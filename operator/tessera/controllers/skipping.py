@@ -1,4 +1,4 @@
-"""Skipping a pass that would decide what the last converged pass decided (``domain.idle``).
+"""Skipping a pass that would decide what the last converged pass decided (``domain.base.idle``).
 
 The Node change counter is kept by the watch that wakes the daemons (``tessera run`` hands
 one in; the handlers bump it before they wake anyone), so a pass woken by a Node change
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Hashable
 
 from tessera.adapters.kube import Kube, Obj, path_of
-from tessera.domain import idle
+from tessera.domain.base import idle
 
 FULL_PASS_RESYNCS = 30
 """A full pass runs at least every this many resync periods, inputs unchanged or not."""

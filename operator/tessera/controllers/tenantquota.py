@@ -19,8 +19,8 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.controllers import skeleton
 from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
-from tessera.domain import selectors
-from tessera.domain.conditions import Verdict
+from tessera.domain.base import selectors
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.quota import devices, objects, planning, recount, reporting, settling
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota.names import device_class, quota_key

@@ -1,6 +1,6 @@
 """This replica's hold on the writer Lease, kept exactly as long as one of its passes may run.
 
-``tessera.domain.lease`` says why the Lease exists and decides who may hold
+``tessera.domain.base.lease`` says why the Lease exists and decides who may hold
 it; this module reads and writes it. Every pass (a reconcile or a finalize)
 runs inside ``WriterLease.writing()``: the first one takes the Lease, a pass
 that finds it held by a live peer writes nothing and comes back later. While
@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from tessera.adapters.kube import ApiError, Kube, Obj, path_of
-from tessera.domain import lease as decide
+from tessera.domain.base import lease as decide
 from tessera.observability import metrics
 
 log = logging.getLogger("tessera.lease")

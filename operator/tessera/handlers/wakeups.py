@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.controllers import nodepoolgeometry, sharingpolicy
-from tessera.domain import cluster
-from tessera.domain.idle import node_fingerprint
+from tessera.domain.base.idle import node_fingerprint
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.rollout import PodView
 from tessera.domain.rollout.machine import READS_PODS  # the drain, the recount before a change
 

@@ -50,7 +50,7 @@ CONTROLLERS: tuple[Controller, ...] = (
 
 
 def build_registry(ctx: Context, *, lease: WriterLease | None = None) -> kopf.OperatorRegistry:
-    """``lease``: with peering, every pass first holds this writer Lease (``domain.lease``)."""
+    """``lease``: with peering, every pass first holds this writer Lease (``domain.base.lease``)."""
     registry = kopf.OperatorRegistry()
     wakeups = Wakeups()
     for controller in CONTROLLERS:

@@ -9,7 +9,7 @@ import pytest
 
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import admission
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 
 KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 WHO = "SharingPolicy/p"

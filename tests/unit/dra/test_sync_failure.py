@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tessera.domain import failures
+from tessera.domain.base import failures
+from tessera.domain.base.failures import Failure
 from tessera.domain.dra.verdicts import Synced, failure_for, holds_deletion
-from tessera.domain.failures import Failure
 
 FORBIDDEN = Failure(403, 'deviceclasses.resource.k8s.io is forbidden: cannot "create"')
 FAILED = Synced(owners=frozenset({"SharingPolicy/old", "NodePoolGeometry/dra"}), error=FORBIDDEN)

@@ -6,7 +6,7 @@ import pytest
 from dra_builders import LAYOUT_B, policy, pool
 
 from builders.dra import ResourceSliceWrapper
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra import desired_classes
 from tessera.domain.dra.verdicts import Synced, pool_classes, pool_verdict
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from vgpu_parser import parse
 
-from tessera.domain import pools
+from tessera.domain.cluster import pools
 from tessera.domain.geometry.layouts import config_name
 
 VGPU = [{"devices": "all", "vgpu-devices": {"A100-20C": 2}}]

@@ -15,7 +15,7 @@ from vgpu_parser import parse
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import pools
+from tessera.domain.cluster import pools
 from tessera.domain.geometry import vgpu
 
 A100_NODE = {

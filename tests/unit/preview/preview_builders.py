@@ -21,7 +21,8 @@ from builders import (
 )
 from devcluster import fleet
 from tessera.api import constants as c
-from tessera.domain import cluster, pools
+from tessera.domain.cluster import objects as cluster
+from tessera.domain.cluster import pools
 from tessera.domain.preview import Cluster, ObjectPreview, Preview, Raw
 
 T0 = datetime(2026, 8, 1, 10, 0, tzinfo=UTC)

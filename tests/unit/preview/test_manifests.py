@@ -16,7 +16,7 @@ from preview_builders import npg
 
 from builders import LAYOUT_A
 from tessera.cli import manifests as reading
-from tessera.domain.manifests import Document, ManifestError, load, parse
+from tessera.domain.preview.manifests import Document, ManifestError, load, parse
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -259,10 +259,10 @@ def _cel_messages(node: Any) -> Iterator[str]:
 
 
 def test_every_cel_rule_of_the_crds_has_its_twin_in_the_plan() -> None:
-    """A CEL rule added to a model without a twin in ``domain.manifest_rules`` would let the
+    """A CEL rule added to a model without a twin in ``api.v1alpha1.rules`` would let the
     plan preview, as a change, what the API server refuses."""
     from tessera.api.v1alpha1 import devices
-    from tessera.domain import manifest_rules
+    from tessera.api.v1alpha1 import rules as manifest_rules
 
     twins = manifest_rules.messages() | {devices.LAYOUTS_MESSAGE}  # that one: the models'
     found = {

@@ -137,7 +137,7 @@ def _spec(manifest: dict[str, Any]) -> Any:
 
 
 def test_a_snapshot_keeps_classes_and_slices_and_plans_the_same() -> None:
-    from tessera.domain import snapshot
+    from tessera.domain.preview import snapshot
 
     pool = dra_pool("inf").layout(LAYOUT_B).obj()
     theirs = DeviceClassWrapper(MIG1).obj()

@@ -8,7 +8,8 @@ from preview_builders import T0, converged, gpu_nodes, namespace, npg, pdb, pod,
 
 from builders import LAYOUT_A, LAYOUT_B, custom
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster, preview, rollout
+from tessera.domain import preview, rollout
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.preview.geometry_configs import ranges
 from tessera.domain.rollout import targets
 

@@ -24,7 +24,8 @@ from preview_builders import (
 
 from builders import LAYOUT_A, LAYOUT_B
 from tessera.cli.main import main
-from tessera.domain import preview, selectors
+from tessera.domain import preview
+from tessera.domain.base import selectors
 
 # -- which objects are pruned --------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ from preview_builders import (
 from builders import custom
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import RolloutSpec
-from tessera.domain import cluster, preview, rollout
+from tessera.domain import preview, rollout
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.rollout.views import pending_taint
 
 OWNER = "NodePoolGeometry/inf"

@@ -10,7 +10,9 @@ from preview_builders import T0, namespace, npg, world
 from builders import NodeWrapper, PodWrapper
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster, pools, preview
+from tessera.domain import preview
+from tessera.domain.cluster import objects as cluster
+from tessera.domain.cluster import pools
 from tessera.domain.geometry import vgpu
 from tessera.domain.preview import Raw
 

@@ -28,8 +28,8 @@ from preview_builders import (
 
 from builders import LAYOUT_A, LAYOUT_B
 from tessera.cli.main import main
-from tessera.domain import preview, snapshot
-from tessera.domain.preview import Raw
+from tessera.domain import preview
+from tessera.domain.preview import Raw, snapshot
 from tessera.domain.rollout.views import pending_taint
 
 SECRET = "s3cr3t-db-password"
@@ -177,10 +177,10 @@ def test_a_snapshot_plan_cannot_read_is_an_error_naming_the_place(
 
 
 def test_every_view_the_domain_builds_is_the_same_from_the_snapshot() -> None:
-    """Field by field: what ``domain.cluster`` reads survives, for objects using every field
+    """Field by field: what ``domain.cluster.objects`` reads survives, for objects using every field
     it reads (a mirror pod being deleted, init containers, an emptyDir; a cordoned, tainted,
     Ready node holding rollout state; a PDB whose status lags its spec)."""
-    from tessera.domain import cluster
+    from tessera.domain.cluster import objects as cluster
 
     fat = _fat_pod("mirror", "inf-0", app="serving")
     fat["metadata"] |= {

@@ -8,7 +8,8 @@ import pytest
 from preview_builders import T0, tenant_quota, world
 
 from tessera.cli.main import main
-from tessera.domain import preview, tracking
+from tessera.domain import preview
+from tessera.domain.preview import tracking
 
 ID = "argocd.argoproj.io/tracking-id"
 

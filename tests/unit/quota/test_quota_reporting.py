@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 import pytest
 from quota_builders import GPU, MEM, MIG, members, seen, spec
 
-from tessera.domain.conditions import conditions_for
+from tessera.domain.base.conditions import conditions_for
 from tessera.domain.quota.membership import resolve
 from tessera.domain.quota.planning import Plan, plan
 from tessera.domain.quota.reporting import commitment, overcommitted, status, verdict

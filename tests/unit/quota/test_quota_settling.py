@@ -14,7 +14,7 @@ import pytest
 from quota_builders import GPU, MIG, members, seen, spec
 from quota_cluster import Cluster
 
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.quota import settling
 from tessera.domain.quota.planning import Action, plan
 from tessera.domain.quota.reporting import verdict

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from quota_builders import members, spec
 
+from tessera.api.v1alpha1 import rules as manifest_rules
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-from tessera.domain import manifest_rules
 from tessera.domain.geometry import vgpu
 from tessera.domain.quota import names
 from tessera.domain.quota.planning import plan

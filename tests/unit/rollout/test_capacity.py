@@ -10,7 +10,7 @@ import pytest
 from rollout_builders import POOL, T0, desired, kinds, policy, state
 
 from builders.views import NEW, gpu_pod, node
-from tessera.domain import cluster
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.rollout import Plan, plan
 from tessera.domain.rollout.capacity import REASON, Ledger, Room, room
 from tessera.domain.rollout.state import Phase, ReportPhase

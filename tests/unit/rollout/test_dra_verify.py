@@ -12,10 +12,9 @@ from rollout_builders import POOL, T0, kinds, policy, secs, state, written
 from builders.views import NEW, OLD, node
 from tessera.api.constants import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout.dra_views import DraNode, PluginPod
 from tessera.domain.rollout.planning import Plan, plan
 from tessera.domain.rollout.state import NodeState, Phase, TargetSpec, decode, encode
-from tessera.domain.rollout.views import DesiredNode, NodeView
+from tessera.domain.rollout.views import DesiredNode, DraNode, NodeView, PluginPod
 
 PLUGIN = "nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin"
 OLD_DEVICES, NEW_DEVICES = {"1g.10gb": 56}, {"3g.40gb": 16}

@@ -6,7 +6,7 @@ import pytest
 from rollout_builders import desired, state
 
 from builders.views import NEW, OLD, node
-from tessera.domain.cluster import pod_reads
+from tessera.domain.cluster.objects import pod_reads
 from tessera.domain.rollout.state import Phase
 from tessera.domain.rollout.views import NodeView
 

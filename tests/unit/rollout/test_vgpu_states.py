@@ -11,7 +11,8 @@ from rollout_builders import POOL, T0, kinds, policy, secs, state, written
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import pools, rollout
+from tessera.domain import rollout
+from tessera.domain.cluster import pools
 from tessera.domain.rollout import Phase
 from tessera.domain.rollout.state import NodeState
 from tessera.domain.rollout.targets import labels_to_write, target_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.schedulers.outcome import SchedulerOutcome, merge, overall, ready, status
 
 READY = Verdict("ready", "Applied", "nodes applied")

@@ -15,7 +15,7 @@ from sharing_builders import policy
 
 from builders import NodeWrapper
 from tessera.api import constants as c
-from tessera.domain import cluster
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.sharing import nodes, rollout_targets
 from tessera.domain.sharing.outcomes import result_of
 from tessera.domain.sharing.status import advertised

@@ -6,7 +6,7 @@ import pytest
 from sharing_builders import gpu_node, policy
 
 from tessera.api.v1alpha1.common import LabelSelector
-from tessera.domain import selectors
+from tessera.domain.base import selectors
 from tessera.domain.sharing.assignment import assign
 
 LABELS = {"zone": "a", "gpu": "h100"}
@@ -103,13 +103,13 @@ def test_tie_below_a_winner_is_no_conflict() -> None:
     ["app=x", "app=x,tier notin (db,cache)", "app in (a,b),!legacy,env", "k notin (a)"],
 )
 def test_kubectl_selector_syntax_reads_back_as_written(text: str) -> None:
-    from tessera.domain.selectors import describe, parse
+    from tessera.domain.base.selectors import describe, parse
 
     assert describe(parse(text)) == text
 
 
 def test_kubectl_selector_equality_forms_mean_what_kubectl_means() -> None:
-    from tessera.domain.selectors import matches, parse
+    from tessera.domain.base.selectors import matches, parse
 
     assert matches(parse("app==x"), {"app": "x"}) and not matches(parse("app=x"), {})
     assert matches(parse("app!=x"), {}), "!= also selects objects without the key"

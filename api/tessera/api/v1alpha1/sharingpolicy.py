@@ -30,7 +30,7 @@ PER_DEVICE_WHY = (
 )
 PER_DEVICE_IN_CLASS = f"{PER_DEVICE_FIELD} {PER_DEVICE_WHY}"
 """The CRD's message for per-device pinned-memory keys in a class-level config; its twins:
-``domain.manifest_rules`` (``tessera plan``) and ``domain.dra.sharing`` (a policy stored before
+``api.v1alpha1.rules`` (``tessera plan``) and ``domain.dra.sharing`` (a policy stored before
 the rule existed)."""
 Backend = Literal["Exclusive", "TimeSlicing", "MPS", "HAMiCore"]
 

@@ -33,10 +33,10 @@ from tessera.controllers import skeleton
 from tessera.controllers.dra import pool as dra_pool
 from tessera.controllers.runtime import Context, custom_path
 from tessera.domain import dra
-from tessera.domain.cluster import PoolObservation
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
+from tessera.domain.base.failures import Failure
+from tessera.domain.cluster.objects import PoolObservation
 from tessera.domain.dra import naming, verdicts
-from tessera.domain.failures import Failure
 
 log = logging.getLogger("tessera.dra")
 ATTEMPTS = 5

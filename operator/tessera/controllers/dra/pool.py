@@ -2,9 +2,9 @@
 
 The rollout engine is the same; for a DRA pool each node's view also carries the devices
 its ResourceSlices publish (``domain.dra.slices``) and its kubelet-plugin pods
-(``rollout.dra_views``), and pods
+(``rollout.views.DraNode``), and pods
 holding GPU devices through ResourceClaims count as accelerator pods
-(``domain.dra_rollout``). A device-plugin pool reads none of this.
+(``domain.rollout.dra.observe``). A device-plugin pool reads none of this.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from tessera.adapters import dra as api
 from tessera.adapters.kube import Obj
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
 from tessera.controllers.runtime import Context
-from tessera.domain import cluster, dra_rollout, rollout
+from tessera.domain import rollout
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.dra import naming
 from tessera.domain.dra.slices import SlicePool, slice_pools
-from tessera.domain.rollout.dra_views import DraNode, PluginPod
+from tessera.domain.rollout.dra import observe as dra_rollout
+from tessera.domain.rollout.views import DraNode, PluginPod
 
 
 @dataclass(frozen=True)

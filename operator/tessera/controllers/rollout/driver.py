@@ -22,7 +22,8 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.controllers import skeleton
 from tessera.controllers.rollout import evictions, node_patch
 from tessera.controllers.runtime import Context, stopping
-from tessera.domain import cluster, rollout
+from tessera.domain import rollout
+from tessera.domain.cluster import objects as cluster
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 

@@ -29,8 +29,8 @@ from tessera.controllers import skeleton, skipping
 from tessera.controllers.runtime import Context
 from tessera.controllers.schedulers import volcano
 from tessera.controllers.schedulers.hami import config as hami_scheduler
-from tessera.domain import failures
-from tessera.domain.failures import Failure
+from tessera.domain.base import failures
+from tessera.domain.base.failures import Failure
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, outcome
 from tessera.domain.schedulers import demands as asks
 from tessera.domain.schedulers.versions import Component, Detected, VersionUnknownError, detect

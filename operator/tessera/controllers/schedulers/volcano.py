@@ -33,7 +33,7 @@ from tessera.adapters.events import Ref
 from tessera.adapters.kube import FIELD_MANAGER, ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.controllers.runtime import Context
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.schedulers import ObjectKey, SchedulerOutcome, VolcanoDemand, VolcanoDemands
 from tessera.domain.schedulers.outcome import RESTART_PENDING
 from tessera.domain.schedulers.volcano import geometries, restart

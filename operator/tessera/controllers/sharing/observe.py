@@ -28,7 +28,7 @@ from tessera.controllers.dra import classes as dra_classes
 from tessera.controllers.runtime import Context, custom_path, list_nodes, ref_of
 from tessera.controllers.schedulers import sync as schedulers
 from tessera.controllers.sharing import pod_contract
-from tessera.domain import cluster
+from tessera.domain.cluster import objects as cluster
 from tessera.domain.sharing import nodes as node_facts
 from tessera.domain.sharing import observing, planning
 from tessera.domain.sharing.assignment import Policy

@@ -25,9 +25,9 @@ from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.controllers import skeleton
 from tessera.controllers.runtime import Context, ref_of
 from tessera.domain import admission
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
+from tessera.domain.base.failures import Failure
 from tessera.domain.dra.naming import declarer
-from tessera.domain.failures import Failure
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.nodes import NodeFacts
 

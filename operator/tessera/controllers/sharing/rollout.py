@@ -21,7 +21,7 @@ from tessera.controllers.rollout import driver as rollout_driver
 from tessera.controllers.rollout import evictions
 from tessera.controllers.runtime import Context, ref_of
 from tessera.domain import rollout
-from tessera.domain.conditions import landed
+from tessera.domain.base.conditions import landed
 from tessera.domain.rollout.releasing import release
 from tessera.domain.sharing import planning, rollout_targets
 from tessera.domain.sharing.nodes import NodeFacts

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tessera.api import constants as c
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.naming import DECLARED_BY_ANNOTATION
 
 Obj = dict[str, Any]

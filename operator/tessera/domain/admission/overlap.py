@@ -28,7 +28,7 @@ from tessera.domain.admission.contract import (
     VNPU_MODE_ANNOTATION,
     Contract,
 )
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 
 
 @dataclass(frozen=True)

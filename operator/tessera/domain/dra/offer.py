@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from tessera.api import constants as c
 from tessera.api.v1alpha1.devices import parse
 from tessera.api.v1alpha1.nodepoolgeometry import MigLayout, NodePoolGeometrySpec
-from tessera.domain import selectors
+from tessera.domain.base import selectors
 from tessera.domain.dra.naming import GPU
 from tessera.domain.geometry import capacity, catalog
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessera.api import constants as c
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
+from tessera.domain.base.failures import Failure
 from tessera.domain.dra import slices
 from tessera.domain.dra.classes import POLICY_KIND, POOL_KIND, DesiredClasses
 from tessera.domain.dra.naming import DRIVER, declarer
-from tessera.domain.failures import Failure
 
 WAITING_FOR_DRIVER = "WaitingForDriver"
 SHOWN = 10
@@ -68,7 +68,7 @@ def failure_for(synced: Synced, who: str, *, on_dra: bool) -> Failure | None:
     concerned: a DRA pool and a policy on one report it (their classes may be unwritten), as
     does a policy whose classes still exist (their deletion is its); a device-plugin pool and
     a device-plugin policy never fail because of DRA. It is reported like any failed call of
-    a pass (``domain.failures``: 403 and 422 stall at once, others after retries)."""
+    a pass (``domain.base.failures``: 403 and 422 stall at once, others after retries)."""
     if synced.error is None:
         return None
     if on_dra or (who.startswith(f"{POLICY_KIND}/") and who in synced.owners):

@@ -4,7 +4,7 @@ A reviewer reads, per pool, the nodes that change (old → new layout or
 sharing config), the pods that would be evicted, the PDBs that would block,
 the capacity the pool ends with, the tenants whose quota would then be
 overcommitted, and the agent ConfigMaps as a diff. Everything is computed by
-the functions the operator runs (``tessera.domain.cluster`` builds the same
+the functions the operator runs (``tessera.domain.cluster.objects`` builds the same
 views, ``rollout.plan`` gives the same hash), from a ``Cluster`` — raw objects
 read from the API server or from a snapshot file. Pure: no I/O here.
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
 from tessera.domain import admission
-from tessera.domain import cluster as observe
+from tessera.domain.cluster import objects as observe
 from tessera.domain.dra.naming import declarer
 from tessera.domain.preview.model import Cluster, Raw
 from tessera.domain.preview.results import AdmissionChange

@@ -27,13 +27,14 @@ from pydantic import ValidationError
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain import cluster as observe
-from tessera.domain import dra, pool_claims
+from tessera.domain import dra
+from tessera.domain.cluster import claims as pool_claims
+from tessera.domain.cluster import objects as observe
+from tessera.domain.cluster.pools import WHOLE_GPUS
 from tessera.domain.dra import naming
 from tessera.domain.dra import sharing as dra_sharing
 from tessera.domain.dra import slices as dra_slices
 from tessera.domain.geometry import capacity, catalog
-from tessera.domain.pools import WHOLE_GPUS
 from tessera.domain.preview.model import Cluster, Locations, Raw
 from tessera.domain.preview.results import ClassChange
 from tessera.domain.quota.devices import selects

@@ -16,8 +16,10 @@ from datetime import datetime
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster as observe
-from tessera.domain import empty_pools, pool_claims, pools, rollout
+from tessera.domain import rollout
+from tessera.domain.cluster import claims as pool_claims
+from tessera.domain.cluster import empty_pools, pools
+from tessera.domain.cluster import objects as observe
 from tessera.domain.preview.geometry_configs import (
     current_configs,
     describe,

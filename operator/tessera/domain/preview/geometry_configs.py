@@ -15,8 +15,8 @@ import yaml
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster as observe
-from tessera.domain import pools
+from tessera.domain.cluster import objects as observe
+from tessera.domain.cluster import pools
 from tessera.domain.geometry import vgpu
 from tessera.domain.preview.model import Cluster, Locations
 from tessera.domain.preview.results import ConfigDiff, unified

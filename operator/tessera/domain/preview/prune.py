@@ -32,8 +32,8 @@ from pydantic import ValidationError
 
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-from tessera.domain import selectors, tracking
-from tessera.domain.preview import prune_pools, prune_sharing
+from tessera.domain.base import selectors
+from tessera.domain.preview import prune_pools, prune_sharing, tracking
 from tessera.domain.preview.model import KIND_ORDER, Cluster, Locations, Raw
 from tessera.domain.preview.results import Deletion, ObjectPreview, RemovedQuota
 from tessera.domain.preview.sharing import SharingPreviews

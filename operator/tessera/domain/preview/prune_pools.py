@@ -20,8 +20,10 @@ from pydantic import ValidationError
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import cluster as observe
-from tessera.domain import pools, rollout, selectors
+from tessera.domain import rollout
+from tessera.domain.base import selectors
+from tessera.domain.cluster import objects as observe
+from tessera.domain.cluster import pools
 from tessera.domain.geometry.layouts import config_name
 from tessera.domain.preview.geometry_configs import current_configs, describe, unlabelled
 from tessera.domain.preview.model import Cluster, Locations, Raw

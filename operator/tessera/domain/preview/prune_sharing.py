@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from tessera.api import constants as c
-from tessera.domain import cluster as observe
+from tessera.domain.cluster import objects as observe
 from tessera.domain.preview.model import Cluster, Locations, Raw
 from tessera.domain.preview.prune_pools import release_of
 from tessera.domain.preview.results import Deletion, NodeChange, ObjectPreview, Release

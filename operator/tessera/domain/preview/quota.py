@@ -18,8 +18,8 @@ from dataclasses import replace
 from pydantic import ValidationError
 
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-from tessera.domain import cluster as observe
-from tessera.domain import selectors
+from tessera.domain.base import selectors
+from tessera.domain.cluster import objects as observe
 from tessera.domain.preview.geometry import GeometryPreviews
 from tessera.domain.preview.model import Cluster, Locations, Raw, object_action
 from tessera.domain.preview.results import ObjectPreview, TenantImpact

@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain import cluster as observe
 from tessera.domain import rollout
+from tessera.domain.cluster import objects as observe
 from tessera.domain.preview.model import Cluster, Locations, Raw, object_action
 from tessera.domain.preview.results import ConfigDiff, NodeChange, ObjectPreview
 from tessera.domain.preview.sharing_configs import describe, describe_now, diffs

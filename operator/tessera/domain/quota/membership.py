@@ -1,7 +1,7 @@
 """Which tenant owns which namespace, and where two tenants' selectors overlap.
 
 The controller resolves every TenantQuota's ``namespaceSelector`` against the
-namespaces it sees (label matching lives in ``tessera.domain.selectors``) and
+namespaces it sees (label matching lives in ``tessera.domain.base.selectors``) and
 hands the result here, once per reconcile, for all tenants together: overlap is
 a property of the whole set, not of one tenant.
 

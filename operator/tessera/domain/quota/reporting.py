@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from tessera.api.v1alpha1.tenantquota import NamespaceQuota, TenantQuotaSpec, TenantQuotaStatus
-from tessera.domain.conditions import Status, Verdict
+from tessera.domain.base.conditions import Status, Verdict
 from tessera.domain.quota.membership import Membership
 from tessera.domain.quota.names import is_extended
 from tessera.domain.quota.objects import SeenQuota

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tessera.domain.conditions import BUDGET_HELD_BY_OTHERS
+from tessera.domain.base.conditions import BUDGET_HELD_BY_OTHERS
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout import capacity, gates, selection, targets
 from tessera.domain.rollout.budget import Holder, Unavailable, in_use, named, unavailable

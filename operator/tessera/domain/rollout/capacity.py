@@ -24,7 +24,7 @@ no room (its replacement, once bound, is counted where it runs).
 
 On DRA nodes the room is the devices the node's ResourceSlices publish, counted by
 Tessera's DeviceClass of their kind (``dra.naming.geometry_class``: ``mig-1g.10gb.tessera.io``),
-and a pod holds what its ResourceClaims were allocated (``domain.dra_rollout``): its
+and a pod holds what its ResourceClaims were allocated (``domain.rollout.dra.observe``): its
 replacement is assumed to ask for the same kind of device. A device no slice lists any
 more counts as ``UNPUBLISHED``, which no node offers: such a pod is reported, not assumed
 to fit. Claims shared by several pods are counted once per pod (pessimistic).
@@ -36,8 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 
 from tessera.api import constants
-from tessera.domain.conditions import INSUFFICIENT_CAPACITY
-from tessera.domain.rollout import dra_views
+from tessera.domain.base.conditions import INSUFFICIENT_CAPACITY
+from tessera.domain.rollout import views
 from tessera.domain.rollout.views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView, PodView
 
 REASON = INSUFFICIENT_CAPACITY
@@ -65,10 +65,8 @@ def room(nodes: Iterable[NodeView], pods: Iterable[PodView]) -> Room:
 
 
 def _counted(resource: str) -> bool:
-    """Accelerator extended resources, and DRA devices by DeviceClass (``dra_views``)."""
-    return resource.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES) or dra_views.counted(
-        resource
-    )
+    """Accelerator extended resources, and DRA devices by DeviceClass (``views.counted``)."""
+    return resource.startswith(constants.ACCELERATOR_RESOURCE_PREFIXES) or views.counted(resource)
 
 
 def accepts(node: NodeView, pod: PodView) -> bool:
@@ -110,7 +108,7 @@ class Ledger:
         }
         # what any node advertises: requests of anything else are not the kubelet's to count
         self.known = {r for n in room.nodes for r in n.allocatable if _counted(r)}
-        self.known.add(dra_views.UNPUBLISHED)
+        self.known.add(views.UNPUBLISHED)
         self.free: dict[str, dict[str, int]] = {}
         self.placed: dict[str, list[PodView]] = {}  # node → pods this pass sends there
         # resource → the open nodes with some of it free, in name order (a dict: O(1) removal)

@@ -18,8 +18,9 @@ from datetime import datetime, timedelta
 
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout import dra_restart, gates, selection, targets
+from tessera.domain.rollout import gates, selection, targets
 from tessera.domain.rollout.capacity import Room
+from tessera.domain.rollout.dra import restart as dra_restart
 from tessera.domain.rollout.draining import drain_pass
 from tessera.domain.rollout.outcome import Outcome, Problem
 from tessera.domain.rollout.releasing import release

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, RolloutSpec
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout import admission, capacity, releasing, reporting, selection, targets

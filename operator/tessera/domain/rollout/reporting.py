@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tessera.api.v1alpha1.common import NodeCounts, NodeProblem
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.verdicts import WAITING_FOR_DRIVER, waiting_text
 from tessera.domain.rollout.draining import Held
 from tessera.domain.rollout.state import ReportPhase

@@ -17,9 +17,8 @@ from collections.abc import Mapping
 
 from tessera.api import constants
 from tessera.domain.dra.naming import DRIVER
-from tessera.domain.rollout.dra_views import counts_text
 from tessera.domain.rollout.state import TargetSpec
-from tessera.domain.rollout.views import DesiredNode, NodeView
+from tessera.domain.rollout.views import DesiredNode, NodeView, counts_text
 
 SUCCESS, FAILED = "success", "failed"
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 
 # Reasons (SharingPolicy conditions).
 WAITING_FOR_SCHEDULER = "WaitingForScheduler"  # Reconciling: its config map or Deployment absent

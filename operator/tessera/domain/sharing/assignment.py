@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain import selectors
+from tessera.domain.base import selectors
 from tessera.domain.sharing.nodes import NodeFacts
 
 

@@ -1,7 +1,7 @@
 """What a SharingPolicy pass reads of HAMi's node configs and the device-plugin ConfigMap.
 
 Raw ConfigMaps → ``planning.Observed``, for the controller and ``tessera plan``
-alike (split from ``tessera.domain.cluster``). Pure: objects in, values out.
+alike (split from ``tessera.domain.cluster.objects``). Pure: objects in, values out.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tessera.domain.conditions import Status, Verdict
+from tessera.domain.base.conditions import Status, Verdict
 from tessera.domain.sharing.assignment import Conflict
 from tessera.domain.sharing.device_plugin import GPU
 from tessera.domain.sharing.nodes import NodeFacts, hami_gpus

@@ -22,8 +22,8 @@ from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.controllers.runtime import Context
 from tessera.controllers.schedulers.hami import read as hami_read
-from tessera.domain.conditions import Verdict
-from tessera.domain.failures import Failure
+from tessera.domain.base.conditions import Verdict
+from tessera.domain.base.failures import Failure
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, SchedulerOutcome, outcome
 from tessera.domain.schedulers.hami import load as hami_load
 from tessera.domain.schedulers.hami import owned as hami_owned

@@ -18,7 +18,7 @@ from typing import Any
 
 from tessera.adapters.kube import Obj, path_of
 from tessera.controllers.runtime import Context
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.schedulers import ObjectKey, PolicyDemand, outcome
 from tessera.domain.schedulers.hami import restart as hami_restart
 

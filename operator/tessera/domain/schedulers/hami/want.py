@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.schedulers import outcome, vnpus
 from tessera.domain.schedulers.demands import PolicyDemand
 from tessera.domain.schedulers.hami.config import HAMI_VNPU_CORE, Want

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from tessera.api import constants as c
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.schedulers import traps
 from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand
 from tessera.domain.schedulers.outcome import (

@@ -21,10 +21,12 @@ refuses it; a pool stored before that rule may hold one) is a spec error,
 from __future__ import annotations
 
 from tessera.api import constants as c
+from tessera.api.v1alpha1 import rules as manifest_rules
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import manifest_rules, pools, selectors
-from tessera.domain.conditions import Verdict
+from tessera.domain.base import selectors
+from tessera.domain.base.conditions import Verdict
+from tessera.domain.cluster import pools
 
 DEFAULT_DEVICES = 8  # devices assumed per node when the selector does not name a count
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import KINDS
-from tessera.domain import manifest_rules
+from tessera.api.v1alpha1 import rules as manifest_rules
 
 Raw = Mapping[str, Any]
 

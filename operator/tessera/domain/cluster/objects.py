@@ -18,7 +18,10 @@ from typing import Any
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import pool_claims, pools, rollout, selectors
+from tessera.domain import rollout
+from tessera.domain.base import selectors
+from tessera.domain.cluster import claims as pool_claims
+from tessera.domain.cluster import pools
 from tessera.domain.rollout.machine import reads_pods
 from tessera.domain.rollout.targets import at_target
 from tessera.domain.sharing import nodes as node_facts

@@ -18,7 +18,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.domain.conditions import Verdict
+from tessera.domain.base.conditions import Verdict
 
 Inputs = tuple[Hashable, ...]
 """What one pass reads, summarised; equal inputs, equal decisions (the clock aside)."""

@@ -30,8 +30,8 @@ from pydantic import ValidationError
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain import selectors
-from tessera.domain.conditions import Verdict
+from tessera.domain.base import selectors
+from tessera.domain.base.conditions import Verdict
 from tessera.domain.geometry.layouts import config_name
 from tessera.domain.rollout import NodeView
 

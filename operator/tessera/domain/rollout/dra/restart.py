@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout.dra_views import PluginPod
 from tessera.domain.rollout.state import NodeState
-from tessera.domain.rollout.views import NodeView
+from tessera.domain.rollout.views import NodeView, PluginPod
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A snapshot is made to be stored (a CI artifact, a file attached to a review),
 so it must not carry what a cluster holds in plain text: container env
 (secrets passed as values), commands and images, volumes, and the copies
 kubectl and the API server keep (``last-applied-configuration``,
-``managedFields``). Per kind it keeps exactly what ``tessera.domain.cluster``,
+``managedFields``). Per kind it keeps exactly what ``tessera.domain.cluster.objects``,
 ``quota.objects`` and ``preview*`` read, so a plan from the snapshot equals the
 plan from the live cluster:
 

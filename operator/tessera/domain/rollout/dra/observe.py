@@ -23,7 +23,7 @@ from tessera.domain.geometry import capacity
 from tessera.domain.geometry.catalog import GpuModel
 from tessera.domain.geometry.layouts import GeometryError
 from tessera.domain.rollout import NodeView, PodView
-from tessera.domain.rollout.dra_views import UNPUBLISHED, PluginPod
+from tessera.domain.rollout.views import UNPUBLISHED, PluginPod
 
 Raw = Mapping[str, Any]
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.domain.conditions import READY, Status, Verdict, condition
+from tessera.domain.base.conditions import READY, Status, Verdict, condition
 
 STALL_AFTER = 5
 """Failed passes in a row after which even a transient failure reports Stalled..."""

@@ -22,11 +22,11 @@ import yaml
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, MigLayout, NodePoolGeometrySpec
-from tessera.domain import dra_rollout
 from tessera.domain.dra.naming import geometry_class
 from tessera.domain.geometry import ascend, capacity, catalog, migparted, vgpu, vgpu_catalog, vnpu
 from tessera.domain.geometry.layouts import HASH_LEN, GeometryError, config_name
 from tessera.domain.rollout import DesiredNode
+from tessera.domain.rollout.dra import observe as dra_rollout
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
 
 WHOLE_GPUS = (MigLayout(devices="all", profiles={}),)
