@@ -127,7 +127,7 @@ class Ledger:
     def fit(self, leaving: str, pods: Sequence[PodView]) -> str:
         """Place ``pods`` as ``leaving`` goes: ``""`` (and the room taken), or why they cannot.
 
-        Pods an earlier admission of this pass sent to ``leaving`` move again with them.
+        Pods an earlier start of this pass sent to ``leaving`` move again with them.
         Nothing is taken when some pod has nowhere to go, so the next candidate is
         judged on the room as it was.
         """

@@ -6,7 +6,7 @@ In-flight nodes are stepped first; new nodes are admitted only through the
 gates (paused, window, approval) and only while the disruption budget, which
 counts every unavailable member of the pool whoever made it so (``budget``:
 mid-change, NotReady, cordoned, tainted by Tessera or another controller), has
-room for them (``admission``). Idle nodes are never tainted: before the gates
+room for them (``starting``). Idle nodes are never tainted: before the gates
 open nothing is written to a node.
 
 The actions come in two stages. The first steps the nodes in flight; the
@@ -30,7 +30,7 @@ from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, Ro
 from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout import admission, capacity, releasing, reporting, selection, targets
+from tessera.domain.rollout import capacity, releasing, reporting, selection, starting, targets
 from tessera.domain.rollout.budget import Unavailable
 from tessera.domain.rollout.draining import Held
 from tessera.domain.rollout.machine import Context, step, untouched
@@ -158,7 +158,7 @@ def plan(
     released = {
         n.name: releasing.after(n, acc.released[n.name]) for n in nodes if n.name in acc.released
     }
-    admitted = admission.admit(
+    admitted = starting.admit(
         ctx,
         desired,
         nodes,
@@ -172,7 +172,7 @@ def plan(
         acc.take(o, None, desired[o.node])
         acc.to_evict += o.pods_left
         if o.phase == ReportPhase.CORDONED:
-            acc.tidy.pop(o.node, None)  # admission writes its own taint
+            acc.tidy.pop(o.node, None)  # starting writes its own taint
     for tidy in acc.tidy.values():
         acc.actions.extend(tidy)
     stages = tuple(stage for stage in (stepping, tuple(acc.actions)) if stage)
@@ -262,7 +262,7 @@ def idle(node: NodeView, s: NodeState | None, d: DesiredNode | None, pool: str) 
     """Writes for a node no rollout holds: lift this pool's leftover taint, drop a settled record.
 
     An idle node is never tainted. Tessera's taint keeps pods off a node only
-    while the budgeted rollout holds it (admission writes it with the cordon):
+    while the budgeted rollout holds it (``starting`` writes it with the cordon):
     a taint on a node waiting for its turn, for an approval, a window or an
     unpaused spec would take it out of scheduling outside the budget. A taint
     some other pool holds is that pool's to lift.

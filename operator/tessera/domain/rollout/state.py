@@ -65,9 +65,9 @@ class ReportPhase(StrEnum):
 
 # Which phase may follow which; ``None`` is a node without a record (docs/rollout.md draws it).
 TRANSITIONS: Final[Mapping[Phase | None, frozenset[Phase | None]]] = {
-    # no record: admission.start writes Cordoned (before the cordon) when a node may start
+    # no record: starting.start writes Cordoned (before the cordon) when a node may start
     None: frozenset({Phase.CORDONED}),
-    # Cordoned: set by admission; left once cordon and taint are seen, or when backed out
+    # Cordoned: set by starting; left once cordon and taint are seen, or when backed out
     Phase.CORDONED: frozenset({Phase.DRAINING, Phase.UNCORDONING}),
     # Draining: set by cordoned() or a recount that found pods; left drained, stuck or backed out
     Phase.DRAINING: frozenset({Phase.APPLYING, Phase.BLOCKED, Phase.UNCORDONING}),

@@ -60,8 +60,8 @@ def gate(
 
 
 @dataclass(frozen=True)
-class Admission:
-    """What one admission pass decided."""
+class Starts:
+    """What one start pass decided."""
 
     gate: tuple[str, str] | None
     """(reason, message) when no node may start for a pool-wide reason: a closed gate, room
@@ -83,10 +83,10 @@ def admit(
     *,
     released: Mapping[str, NodeView] | None = None,
     bystanders: Sequence[NodeView] = (),
-) -> Admission:
+) -> Starts:
     """Decide which candidates start, and who holds the budget.
 
-    ``released``: the nodes this pass releases before any admission runs, as they are once
+    ``released``: the nodes this pass releases before any node starts, as they are once
     released (``releasing.after``): their slots are free unless they stay unavailable.
     ``bystanders``: members of the pool this plan changes nothing on, beside ``nodes`` (a
     SharingPolicy's nodes that need no rollout): they count against the budget too, and
@@ -102,7 +102,7 @@ def admit(
     limit = gates.budget(ctx.policy.max_unavailable, len(members))
     taken = unavailable(ctx.owner, after, members)
     if not candidates:
-        return Admission(None, [], "", _sorted(taken))
+        return Starts(None, [], "", _sorted(taken))
     closed = gate(ctx, desired, approved)
     slots = _Slots(ctx, taken, limit, room_for(ctx, nodes, taken, released))
     pods = {
@@ -116,7 +116,7 @@ def admit(
     outcomes = [slots.decide(node, d, pods[node.name], closed) for node, d in order]
     starved = slots.starved
     found = closed or starved or slots.held_by_others()
-    return Admission(found, outcomes, starved[1] if starved else "", _sorted(slots.taken))
+    return Starts(found, outcomes, starved[1] if starved else "", _sorted(slots.taken))
 
 
 def _sorted(taken: Mapping[str, Unavailable]) -> tuple[Unavailable, ...]:
@@ -124,7 +124,7 @@ def _sorted(taken: Mapping[str, Unavailable]) -> tuple[Unavailable, ...]:
 
 
 class _Slots:
-    """The disruption budget of one admission pass, spent candidate by candidate."""
+    """The disruption budget of one start pass, spent candidate by candidate."""
 
     def __init__(
         self,
