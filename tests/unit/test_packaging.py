@@ -6,6 +6,7 @@ packages under both); under each root, a file's path is the module it is importe
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import subprocess
 import sys
@@ -65,3 +66,13 @@ def test_stdlib_operator_and_tessera_both_import_from_the_repository_root() -> N
     for argv in ([sys.executable, "-c", code], [sys.executable, "-m", "pytest", "--version"]):
         result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
+
+
+def test_no_two_classes_of_the_product_share_a_name() -> None:
+    """One word, one concept: a grep for a class lands on the one it means."""
+    where: dict[str, list[str]] = {}
+    for relative, path in MODULES:
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(_name(relative))
+    assert {name: mods for name, mods in where.items() if len(mods) > 1} == {}

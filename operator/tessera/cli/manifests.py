@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tessera.domain.preview.manifests import (
     KUSTOMIZATION_FILES,
-    Document,
+    ManifestDocument,
     ManifestError,
     decode,
     load,
@@ -45,12 +45,12 @@ def kubectl(flag: str | None) -> str | None:
     return flag or os.environ.get(KUBECTL_ENV) or shutil.which("kubectl")
 
 
-def documents(paths: Iterable[str], renderer: str | None) -> list[Document]:
+def documents(paths: Iterable[str], renderer: str | None) -> list[ManifestDocument]:
     """Every document the ``-f`` arguments name, in order; ManifestError or OSError if not."""
     return [doc for raw in paths for doc in nonempty(_read(raw, renderer), raw)]
 
 
-def _read(raw: str, renderer: str | None) -> list[Document]:
+def _read(raw: str, renderer: str | None) -> list[ManifestDocument]:
     if raw == "-":
         stdin = getattr(sys.stdin, "buffer", None)  # bytes, so that bad UTF-8 names its line
         return load(decode(stdin.read(), "-") if stdin else sys.stdin.read(), "-")
@@ -75,7 +75,7 @@ def _read(raw: str, renderer: str | None) -> list[Document]:
     return [doc for file in files for doc in load(decode(file.read_bytes(), str(file)), str(file))]
 
 
-def _kustomize(directory: Path, marker: str, renderer: str | None) -> list[Document]:
+def _kustomize(directory: Path, marker: str, renderer: str | None) -> list[ManifestDocument]:
     what = f"{directory} is a kustomization ({marker}), which Argo CD renders with kustomize"
     if renderer is None:
         raise ManifestError(

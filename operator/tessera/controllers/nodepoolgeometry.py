@@ -59,7 +59,7 @@ def reconcile(ctx: Context, name: str) -> Result:
         return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outcome:
+def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.PassOutcome:
     name = obj["metadata"]["name"]
     where = agent_configs.locate(ctx, spec)
     with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
@@ -91,7 +91,7 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.Outco
     if verdict.reason == dra_classes.WAITING_FOR_DRIVER:  # no watch wakes it on a slice: look
         soon = min(plan.requeue_after or ctx.settings.resync_seconds, ctx.settings.resync_seconds)
         result = Result(soon, starved=result.starved)
-    return skeleton.Outcome(verdict, status, result)
+    return skeleton.PassOutcome(verdict, status, result)
 
 
 def _roll(
@@ -100,7 +100,7 @@ def _roll(
     spec: NodePoolGeometrySpec,
     nodes: list[Obj],
     seen: cluster.PoolObservation,
-    dra: dra_pool.Observed | None,
+    dra: dra_pool.DraObserved | None,
     sharing: Mapping[str, Any],
 ) -> tuple[rollout.Plan, bool]:
     """Plan the rollout over the pool's nodes and apply it: the plan, and whether it all

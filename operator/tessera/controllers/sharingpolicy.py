@@ -30,6 +30,7 @@ from tessera.controllers.sharing import pod_contract
 from tessera.controllers.sharing import rollout as sharing_rollout
 from tessera.domain import rollout
 from tessera.domain.base.conditions import Verdict
+from tessera.domain.dra.verdicts import ClassesSynced
 from tessera.domain.schedulers import outcome as sched_outcome
 from tessera.domain.sharing import planning, rollout_targets, status
 from tessera.domain.sharing.assignment import assign
@@ -50,7 +51,7 @@ def reconcile(ctx: Context, name: str) -> Result:
     return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome | None:
+def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.PassOutcome | None:
     name = obj["metadata"]["name"]
     with _LOCK:
         snap, plan, writes = _converge(ctx, obj)
@@ -88,7 +89,7 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.Outcome 
     if spec.scheduler is not None:
         found["scheduler"] = sched_outcome.status(spec.scheduler.name, scheduler)
     pod_contract.report(found, spec, guarded)
-    return skeleton.Outcome(verdict, found, result)
+    return skeleton.PassOutcome(verdict, found, result)
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -204,7 +205,7 @@ def _verdict(base: Verdict, rolled: rollout.Plan | None, missing_pool: str | Non
     return Verdict(rolled.verdict.state, rolled.verdict.reason, rolled.verdict.message, base.extra)
 
 
-def _dra_verdict(base: Verdict, synced: dra_classes.Synced, name: str) -> Verdict:
+def _dra_verdict(base: Verdict, synced: ClassesSynced, name: str) -> Verdict:
     """A policy on a DRA pool: its classes' problems, else which classes carry its config."""
     who = dra_classes.declarer(KIND, name)
     found = synced.verdict(who)

@@ -48,7 +48,7 @@ _REFUSED: ContextVar[list[Failure] | None] = ContextVar("refused", default=None)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PassOutcome:
     """What a controller's steps concluded about its object."""
 
     verdict: Verdict
@@ -72,7 +72,7 @@ class Kind(Generic[S]):
     what the last converged one read is skipped. None: every pass runs in full."""
 
 
-Steps = Callable[[Context, Obj, S], Outcome | None]
+Steps = Callable[[Context, Obj, S], PassOutcome | None]
 """A controller's pass over its object and parsed spec; None when the object went away
 during the pass."""
 
@@ -138,17 +138,23 @@ def _run(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> tuple[Result
     name = obj["metadata"]["name"]
     with span("reconcile", kind=kind.kind, name=name), _noting() as found:
         failure: Failure | None = None
-        out: Outcome | None
+        out: PassOutcome | None
         try:
             out = _parsed(ctx, kind, obj, steps)
         except ApiError as err:  # the message says it all: no stack for an answer
             level = logging.WARNING if failures.transient(err.status) else logging.ERROR
             log.log(level, "%s/%s: reconcile failed: %s", kind.plural, name, err)
-            out, failure = Outcome(Verdict("progressing", "", "")), Failure(err.status, str(err))
+            out, failure = (
+                PassOutcome(Verdict("progressing", "", "")),
+                Failure(err.status, str(err)),
+            )
         except Exception as err:
             log.exception("%s/%s: reconcile failed", kind.plural, name)
             text = f"{type(err).__name__}: {err} (a bug in Tessera; see the operator's log)"
-            out, failure = Outcome(Verdict("progressing", "", "")), Failure(failures.INTERNAL, text)
+            out, failure = (
+                PassOutcome(Verdict("progressing", "", "")),
+                Failure(failures.INTERNAL, text),
+            )
         if out is None:
             ctx.streaks.succeeded(kind.plural, name)
             return Result(), None
@@ -156,11 +162,11 @@ def _run(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> tuple[Result
         return _report(ctx, kind, obj, out, failure), out.verdict if failure is None else None
 
 
-def _parsed(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> Outcome | None:
+def _parsed(ctx: Context, kind: Kind[S], obj: Obj, steps: Steps[S]) -> PassOutcome | None:
     try:
         spec = kind.spec(obj)
     except ValidationError as err:  # nothing can be planned: say which field, keep the rest
-        return Outcome(Verdict("stalled", "InvalidSpec", spec_error(err)))
+        return PassOutcome(Verdict("stalled", "InvalidSpec", spec_error(err)))
     return steps(ctx, obj, spec)
 
 
@@ -175,7 +181,7 @@ def _noting() -> Iterator[list[Failure]]:
 
 
 def _report(
-    ctx: Context, kind: Kind[Any], obj: Obj, out: Outcome, failure: Failure | None
+    ctx: Context, kind: Kind[Any], obj: Obj, out: PassOutcome, failure: Failure | None
 ) -> Result:
     name, generation = obj["metadata"]["name"], obj["metadata"].get("generation", 0)
     verdict, tries = out.verdict, 0

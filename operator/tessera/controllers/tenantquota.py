@@ -24,7 +24,7 @@ from tessera.domain.base.conditions import Verdict
 from tessera.domain.quota import devices, objects, planning, recount, reporting, settling
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota.names import device_class, quota_key
-from tessera.domain.quota.quantities import QuantityError, accelerators, counts
+from tessera.domain.quota.quantities import CountError, accelerators, counts
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
@@ -46,7 +46,7 @@ def reconcile(ctx: Context, name: str) -> Result:
     return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
+def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.PassOutcome:
     name = obj["metadata"]["name"]
     tenants = _tenants(ctx)
     namespaces = ctx.kube.list("/api/v1/namespaces")
@@ -65,8 +65,8 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
         present = _recount(ctx, spec, membership.namespaces_of(name))
         busy = _busy(ctx, name, spec, membership.namespaces_of(name), seen, present)
         plan = planning.plan(name, spec, membership, seen, present, busy)
-    except QuantityError as err:
-        return skeleton.Outcome(Verdict("stalled", "InvalidSpec", str(err)))
+    except CountError as err:
+        return skeleton.PassOutcome(Verdict("stalled", "InvalidSpec", str(err)))
     if plan.waiting:
         log.info(
             "tenantquota/%s: waiting for admission in %s to settle before moving headroom",
@@ -89,7 +89,9 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.Outcome:
     contested = membership.contested_of(name)
     _export(name, spec, seen)
     result = Result(None if plan.settled else FAST_REQUEUE)
-    return skeleton.Outcome(verdict, _status(obj, spec, plan, seen, capacity, contested), result)
+    return skeleton.PassOutcome(
+        verdict, _status(obj, spec, plan, seen, capacity, contested), result
+    )
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -235,7 +237,7 @@ def _apply(ctx: Context, obj: Obj, action: planning.Action, seen: list[objects.S
 def _status(
     obj: Obj,
     spec: TenantQuotaSpec,
-    plan: planning.Plan,
+    plan: planning.QuotaPlan,
     seen: list[objects.SeenQuota],
     capacity: dict[str, int],
     contested: tuple[str, ...],

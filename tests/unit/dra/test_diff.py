@@ -9,7 +9,7 @@ import pytest
 from dra_builders import LAYOUT_B, policy, pool
 
 from builders.dra import DeviceClassWrapper
-from tessera.domain.dra import Problem, desired_classes, diff, dropped, dropped_message
+from tessera.domain.dra import ClassProblem, desired_classes, diff, dropped, dropped_message
 
 MANAGED = {"app.kubernetes.io/managed-by": "tessera"}
 DESIRED = desired_classes({"p": pool(LAYOUT_B)}, {})
@@ -136,7 +136,7 @@ def test_a_converged_cluster_of_a_thousand_pools_needs_no_write() -> None:
 def test_a_shared_class_keeps_its_held_declarer() -> None:
     """Pools a and b both declare mig-1g.10gb; b's spec no longer parses (held): the class
     keeps naming b, so it is not deleted once a stops declaring it."""
-    bad = {"NodePoolGeometry/b": (Problem("InvalidSpec", "spec", "does not parse"),)}
+    bad = {"NodePoolGeometry/b": (ClassProblem("InvalidSpec", "spec", "does not parse"),)}
     both = stored("mig-1g.10gb.tessera.io", by="NodePoolGeometry/a,NodePoolGeometry/b")
     with_a = replace(desired_classes({"a": pool(LAYOUT_B)}, {}), problems=bad)
     assert diff(with_a, [both]).writes == 0

@@ -6,17 +6,19 @@ import pytest
 
 from tessera.domain.base import failures
 from tessera.domain.base.failures import Failure
-from tessera.domain.dra.verdicts import Synced, failure_for, holds_deletion
+from tessera.domain.dra.verdicts import ClassesSynced, failure_for, holds_deletion
 
 FORBIDDEN = Failure(403, 'deviceclasses.resource.k8s.io is forbidden: cannot "create"')
-FAILED = Synced(owners=frozenset({"SharingPolicy/old", "NodePoolGeometry/dra"}), error=FORBIDDEN)
+FAILED = ClassesSynced(
+    owners=frozenset({"SharingPolicy/old", "NodePoolGeometry/dra"}), error=FORBIDDEN
+)
 
 
 @pytest.mark.parametrize(
     ("synced", "who", "on_dra", "reported"),
     [
         # the sync went through: nobody reports anything
-        pytest.param(Synced(), "NodePoolGeometry/dra", True, False, id="synced"),
+        pytest.param(ClassesSynced(), "NodePoolGeometry/dra", True, False, id="synced"),
         # a DRA pool's classes may be unwritten: it reports the API's refusal
         pytest.param(FAILED, "NodePoolGeometry/dra", True, True, id="dra-pool"),
         # a device-plugin pool never fails because of DRA, even if classes still name it
@@ -30,7 +32,7 @@ FAILED = Synced(owners=frozenset({"SharingPolicy/old", "NodePoolGeometry/dra"}),
         pytest.param(FAILED, "SharingPolicy/ts", False, False, id="device-plugin-policy"),
     ],
 )
-def test_failure_for(synced: Synced, who: str, on_dra: bool, reported: bool) -> None:
+def test_failure_for(synced: ClassesSynced, who: str, on_dra: bool, reported: bool) -> None:
     assert (failure_for(synced, who, on_dra=on_dra) == FORBIDDEN) is reported
 
 
@@ -45,7 +47,9 @@ def test_failure_for(synced: Synced, who: str, on_dra: bool, reported: bool) -> 
     ],
 )
 def test_reported_like_any_failed_call(status: int, tries: int, state: str) -> None:
-    found = failure_for(Synced(error=Failure(status, "x")), "NodePoolGeometry/p", on_dra=True)
+    found = failure_for(
+        ClassesSynced(error=Failure(status, "x")), "NodePoolGeometry/p", on_dra=True
+    )
     assert found is not None
     assert failures.verdict(found, tries).state == state
 
@@ -55,8 +59,8 @@ def test_reported_like_any_failed_call(status: int, tries: int, state: str) -> N
     [
         pytest.param(FAILED, "SharingPolicy/old", True, id="classes-left-wait"),
         pytest.param(FAILED, "SharingPolicy/never-written", False, id="no-class-no-wait"),
-        pytest.param(Synced(owners=FAILED.owners), "SharingPolicy/old", False, id="synced"),
+        pytest.param(ClassesSynced(owners=FAILED.owners), "SharingPolicy/old", False, id="synced"),
     ],
 )
-def test_holds_deletion(synced: Synced, who: str, waits: bool) -> None:
+def test_holds_deletion(synced: ClassesSynced, who: str, waits: bool) -> None:
     assert holds_deletion(synced, who) is waits

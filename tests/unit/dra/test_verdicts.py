@@ -8,7 +8,7 @@ from dra_builders import LAYOUT_B, policy, pool
 from builders.dra import ResourceSliceWrapper
 from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra import desired_classes
-from tessera.domain.dra.verdicts import Synced, pool_classes, pool_verdict
+from tessera.domain.dra.verdicts import ClassesSynced, pool_classes, pool_verdict
 
 ROLLING = Verdict("progressing", "RollingOut", "1 of 2 nodes updated")
 STUCK = Verdict("stalled", "NoNodes", "no node")
@@ -23,31 +23,33 @@ SLICES = [ResourceSliceWrapper("n1").mig(0, "1g.10gb").mig(0, "1g.10gb", 1).gpu(
 @pytest.mark.parametrize(
     ("synced", "who", "want"),
     [
-        pytest.param(Synced(DESIRED), "NodePoolGeometry/p", None, id="fine"),
+        pytest.param(ClassesSynced(DESIRED), "NodePoolGeometry/p", None, id="fine"),
         pytest.param(
-            Synced(DESIRED), "SharingPolicy/s", ("InvalidConfig", "MPSSupport"), id="refused"
+            ClassesSynced(DESIRED), "SharingPolicy/s", ("InvalidConfig", "MPSSupport"), id="refused"
         ),
         pytest.param(
-            Synced(DESIRED, conflicts={MIG: ("NodePoolGeometry/p",)}),
+            ClassesSynced(DESIRED, conflicts={MIG: ("NodePoolGeometry/p",)}),
             "NodePoolGeometry/p",
             ("Conflict", f"DeviceClass {MIG} exists and is not Tessera's"),
             id="conflict-names-the-class",
         ),
         pytest.param(
-            Synced(DESIRED, conflicts={MIG: ("NodePoolGeometry/p",)}),
+            ClassesSynced(DESIRED, conflicts={MIG: ("NodePoolGeometry/p",)}),
             "SharingPolicy/ok",
             None,
             id="conflict-only-for-its-declarers",
         ),
         pytest.param(
-            Synced(DESIRED, dropped={MIG: "spec.extendedResourceName (DRAExtendedResource)"}),
+            ClassesSynced(
+                DESIRED, dropped={MIG: "spec.extendedResourceName (DRAExtendedResource)"}
+            ),
             "NodePoolGeometry/p",
             ("FieldDropped", "DRAExtendedResource"),
             id="dropped-field",
         ),
     ],
 )
-def test_verdict(synced: Synced, who: str, want: tuple[str, str] | None) -> None:
+def test_verdict(synced: ClassesSynced, who: str, want: tuple[str, str] | None) -> None:
     found = synced.verdict(who)
     if want is None:
         assert found is None
@@ -71,7 +73,7 @@ def test_verdict(synced: Synced, who: str, want: tuple[str, str] | None) -> None
     ],
 )
 def test_pool_verdict(nodes: list[str], base: Verdict, want: tuple[str, str]) -> None:
-    found = pool_verdict(Synced(DESIRED), "p", SLICES, nodes, base)
+    found = pool_verdict(ClassesSynced(DESIRED), "p", SLICES, nodes, base)
     assert (found.state, found.reason) == want
     if found.reason == "WaitingForDriver":
         assert "n2" in found.message and "n1" not in found.message
@@ -80,6 +82,6 @@ def test_pool_verdict(nodes: list[str], base: Verdict, want: tuple[str, str]) ->
 
 
 def test_pool_classes_count_devices_on_its_nodes() -> None:
-    listed = pool_classes(Synced(DESIRED), "p", SLICES, ["n1"])
+    listed = pool_classes(ClassesSynced(DESIRED), "p", SLICES, ["n1"])
     assert listed == [{"name": MIG, "selects": "1g.10gb", "devices": 2}]
-    assert pool_classes(Synced(DESIRED), "p", SLICES, ["n9"])[0]["devices"] == 0
+    assert pool_classes(ClassesSynced(DESIRED), "p", SLICES, ["n9"])[0]["devices"] == 0

@@ -115,7 +115,7 @@ def sharing_applied(items: list[Raw], *policies: Raw) -> list[Raw]:
     facts = {n["metadata"]["name"]: cluster.sharing_facts(n) for n in world_.nodes}
     plan = planning.plan(
         preview_sharing.policies(world_),
-        planning.Observed(tuple(facts.values())),
+        planning.SharingObserved(tuple(facts.values())),
         cleared=frozenset(facts),
     )
     moved = {ch.node: ch.patch()["metadata"] for ch in plan.device_plugin.labels}

@@ -16,13 +16,13 @@ from preview_builders import npg
 
 from builders import LAYOUT_A
 from tessera.cli import manifests as reading
-from tessera.domain.preview.manifests import Document, ManifestError, load, parse
+from tessera.domain.preview.manifests import ManifestDocument, ManifestError, load, parse
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _doc(body: Any, source: str = "gitops/pools.yaml", line: int = 7) -> Document:
-    return Document(source, line, body)
+def _doc(body: Any, source: str = "gitops/pools.yaml", line: int = 7) -> ManifestDocument:
+    return ManifestDocument(source, line, body)
 
 
 def _typo(kind: str = "NodePoolGeometry", api: str = "tessera.io/v1alpha1") -> dict[str, Any]:

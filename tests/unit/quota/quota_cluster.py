@@ -24,7 +24,7 @@ from quota_builders import GPU, MIG
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain.quota import objects
 from tessera.domain.quota.membership import resolve
-from tessera.domain.quota.planning import Action, Plan, plan
+from tessera.domain.quota.planning import Action, QuotaPlan, plan
 from tessera.domain.quota.quantities import quantities
 
 TENANT = "team-a"
@@ -148,13 +148,13 @@ class Cluster:
             assert bound <= allowed, (resource, bound, allowed, self.quotas)
             self.bounds[resource] = bound
 
-    def observe(self, busy: frozenset[str] = frozenset()) -> Plan:
+    def observe(self, busy: frozenset[str] = frozenset()) -> QuotaPlan:
         seen = [q for m in self.manifests() if (q := objects.read(m)) is not None]
         return plan(TENANT, self.spec, resolve({TENANT: self.members}), seen, busy=busy)
 
     def reconcile(
         self, meanwhile: Sequence[tuple[str, str, int]] = (), busy: frozenset[str] = frozenset()
-    ) -> Plan:
+    ) -> QuotaPlan:
         result = self.observe(busy)
         for ns, resource, n in meanwhile:  # pods admitted between observing and writing
             self.admit(ns, resource, n)

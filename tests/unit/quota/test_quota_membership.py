@@ -1,4 +1,4 @@
-from tessera.domain.quota.membership import Conflict, resolve
+from tessera.domain.quota.membership import MembershipConflict, resolve
 
 
 def test_disjoint_tenants_each_own_their_namespaces() -> None:
@@ -11,7 +11,7 @@ def test_disjoint_tenants_each_own_their_namespaces() -> None:
 
 def test_overlap_is_a_conflict_naming_both_tenants_and_the_namespaces() -> None:
     got = resolve({"b": {"shared", "x", "b1"}, "a": {"shared", "x", "a1"}})
-    assert got.conflicts == (Conflict(("a", "b"), ("shared", "x")),)
+    assert got.conflicts == (MembershipConflict(("a", "b"), ("shared", "x")),)
     assert got.namespaces_of("a") == ("a1",)
     assert got.namespaces_of("b") == ("b1",)
     assert got.contested == {"shared", "x"}

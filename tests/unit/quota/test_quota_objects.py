@@ -3,7 +3,7 @@ from quota_builders import GPU, MIG, rq
 
 from tessera.api.constants import MANAGED_BY_LABEL, TENANT_QUOTA_LABEL
 from tessera.domain.quota import objects
-from tessera.domain.quota.quantities import QuantityError
+from tessera.domain.quota.quantities import CountError
 
 
 def test_manifest_is_named_labelled_and_uses_requests_keys() -> None:
@@ -52,7 +52,7 @@ def test_stray_keys_and_lagging_status_are_seen() -> None:
 
 
 def test_garbage_in_status_is_a_clear_error() -> None:
-    with pytest.raises(QuantityError, match=r"ResourceQuota ns1/tessera-team-a status\.used"):
+    with pytest.raises(CountError, match=r"ResourceQuota ns1/tessera-team-a status\.used"):
         objects.read(rq("ns1", status={"used": {f"requests.{GPU}": "500m"}}))
 
 

@@ -2,7 +2,7 @@ import pytest
 
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
 from tessera.domain.quota.quantities import (
-    QuantityError,
+    CountError,
     counts,
     parse_count,
     parse_quantity,
@@ -50,7 +50,7 @@ def test_spec_counts_are_whole_quantities(value: int | str, want: int) -> None:
     ],
 )
 def test_spec_count_errors_name_the_field_and_the_value(value: int | str, complaint: str) -> None:
-    with pytest.raises(QuantityError, match=r"spec\.hard\[nvidia\.com/gpu\]: .*") as caught:
+    with pytest.raises(CountError, match=r"spec\.hard\[nvidia\.com/gpu\]: .*") as caught:
         parse_count(value, what="spec.hard[nvidia.com/gpu]")
     assert complaint in str(caught.value)
     if isinstance(value, bool):
@@ -80,13 +80,13 @@ def test_observed_quantities_accept_canonical_forms(value: int | str, want: int)
 
 @pytest.mark.parametrize("value", ["500m", "1.5", "-2", "1Q", "k"])
 def test_observed_fractions_and_junk_are_refused(value: str) -> None:
-    with pytest.raises(QuantityError, match=r"status\.used.*" + repr(value)):
+    with pytest.raises(CountError, match=r"status\.used.*" + repr(value)):
         parse_quantity(value, what="status.used")
 
 
 def test_counts_name_the_resource_in_errors() -> None:
     assert counts({"a/b": "3", "c/d": 1}, what="spec.total") == {"a/b": 3, "c/d": 1}
-    with pytest.raises(QuantityError, match=r"spec\.total\[c/d\]"):
+    with pytest.raises(CountError, match=r"spec\.total\[c/d\]"):
         counts({"c/d": "x"}, what="spec.total")
 
 
@@ -109,7 +109,7 @@ def test_whole_values_kubernetes_reads_as_fractions_say_how_to_write_them(
     value: str, complaint: str
 ) -> None:
     """Mirrors the API server's quantity library (tests/integration/test_devices_grammar.py)."""
-    with pytest.raises(QuantityError) as caught:
+    with pytest.raises(CountError) as caught:
         parse_count(value, what="spec.total[a/b]")
     assert complaint in str(caught.value)
 

@@ -5,7 +5,7 @@ from quota_builders import GPU, MEM, MIG, members, seen, spec
 
 from tessera.domain.base.conditions import conditions_for
 from tessera.domain.quota.membership import resolve
-from tessera.domain.quota.planning import Plan, plan
+from tessera.domain.quota.planning import QuotaPlan, plan
 from tessera.domain.quota.reporting import commitment, overcommitted, status, verdict
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -41,15 +41,15 @@ def test_overcommitted_message_names_tenants_and_resources() -> None:
 
 
 def test_verdicts() -> None:
-    calm = Plan((), (), {"a": {}})
+    calm = QuotaPlan((), (), {"a": {}})
     assert verdict("t", calm, members("t", "a"), WITHIN).state == "ready"
     busy = plan("t", spec(total={MIG: 2}), members("t", "a"), [])
     assert verdict("t", busy, members("t", "a"), WITHIN).reason == "ApplyingQuotas"
-    waiting = Plan((), (), {"a": {}}, unconfirmed=("a",))
+    waiting = QuotaPlan((), (), {"a": {}}, unconfirmed=("a",))
     assert verdict("t", waiting, members("t", "a"), WITHIN).reason == "AwaitingQuotaController"
-    held = Plan((), (), {}, held=("x",))
+    held = QuotaPlan((), (), {}, held=("x",))
     assert verdict("t", held, members("t"), WITHIN).reason == "HandingOver"
-    over = Plan((), (), {"a": {}}, over_total=(MIG,))
+    over = QuotaPlan((), (), {"a": {}}, over_total=(MIG,))
     assert verdict("t", over, members("t", "a"), WITHIN).reason == "UsageOverTotal"
     clash = resolve({"t": {"x"}, "u": {"x"}})
     stalled = verdict("t", calm, clash, WITHIN)

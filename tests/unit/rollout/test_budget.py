@@ -19,7 +19,7 @@ from rollout_builders import POOL, T0, desired, kinds, policy, state, target
 from builders.views import NEW, OLD, node
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout.budget import Holder, classify, unavailable
-from tessera.domain.rollout.outcome import Outcome
+from tessera.domain.rollout.outcome import RolloutOutcome
 from tessera.domain.rollout.planning import Plan, plan
 from tessera.domain.rollout.releasing import after, release
 from tessera.domain.rollout.state import Phase, ReportPhase
@@ -327,7 +327,7 @@ def test_a_release_lets_go_of_tessera_s_marks_and_keeps_someone_elses_cordon() -
         MIRRORED,
         MAINTENANCE,
     )
-    o: Outcome = release(ours, state(Phase.VERIFYING), T0, "verified", settle=True)
+    o: RolloutOutcome = release(ours, state(Phase.VERIFYING), T0, "verified", settle=True)
     freed = after(ours, o)
     assert o.releases and not freed.unschedulable and freed.state is None
     assert freed.taints == (MAINTENANCE,)  # the cordon's mirror goes with the cordon

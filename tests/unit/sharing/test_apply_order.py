@@ -17,7 +17,7 @@ from tessera.adapters.kube import ApiError, Kube
 from tessera.api import constants as c
 from tessera.controllers.runtime import Context
 from tessera.controllers.sharing.apply import apply
-from tessera.controllers.sharing.observe import Document
+from tessera.controllers.sharing.observe import ConfigDocument
 from tessera.domain.sharing import planning
 
 PLUGIN = f"/api/v1/namespaces/gpu-operator/configmaps/{c.DEVICE_PLUGIN_CONFIGMAP_NAME}"
@@ -60,12 +60,12 @@ def test_hami_entries_do_not_wait_for_the_device_plugin_configmap(
     missing: str | None, landed: list[tuple[str, str]], writes: int
 ) -> None:
     sp = policy("p", ascend={"softSlicing": True, "vDeviceCount": 4})
-    seen = planning.Observed((gpu_node("g1"), npu_node("a1")))
+    seen = planning.SharingObserved((gpu_node("g1"), npu_node("a1")))
     plan = planning.plan([sp], seen)
     assert plan.hami_ascend.managed.keys() == {"a1"} and plan.device_plugin.labels
     kube = Recording(missing)
-    nvidia = Document("kube-system", c.HAMI_NVIDIA_CONFIGMAP_NAME, "config.json", None)
-    ascend = Document("kube-system", c.HAMI_ASCEND_CONFIGMAP_NAME, "node-config.yaml", None)
+    nvidia = ConfigDocument("kube-system", c.HAMI_NVIDIA_CONFIGMAP_NAME, "config.json", None)
+    ascend = ConfigDocument("kube-system", c.HAMI_ASCEND_CONFIGMAP_NAME, "node-config.yaml", None)
     applied = apply(Context(cast(Kube, kube)), plan, nvidia, ascend)
     assert applied.writes == writes
     assert applied.plugin_map is (missing is None)  # the caller announces only what landed

@@ -29,7 +29,7 @@ def test_policy_on_dra_pool_writes_no_device_plugin_config(
 ) -> None:
     on_dra = replace(policy("s", backend), dra_pool=True)
     node = gpu_node("n1", config=applied, applied=applied)
-    plan = planning.plan([on_dra], planning.Observed((node,), {}), cleared=frozenset({"n1"}))
+    plan = planning.plan([on_dra], planning.SharingObserved((node,), {}), cleared=frozenset({"n1"}))
     cm = plan.device_plugin
     assert plan.results["s"].key is None
     assert plan.results["s"].content is None
@@ -42,7 +42,7 @@ def test_policy_on_dra_pool_writes_no_device_plugin_config(
 
 
 def test_same_policy_on_a_device_plugin_pool_writes_its_key_and_label() -> None:
-    seen = planning.Observed((gpu_node("n1"),), {})
+    seen = planning.SharingObserved((gpu_node("n1"),), {})
     plan = planning.plan([policy("s", "MPS")], seen, cleared=frozenset({"n1"}))
     assert plan.results["s"].key is not None
     assert [c.node for c in plan.device_plugin.labels] == ["n1"]
@@ -57,7 +57,7 @@ def test_spec_dra_on_a_device_plugin_pool_is_refused_naming_the_pool() -> None:
     )
     raw = {k: v for k, v in spec.obj()["spec"].items() if v is not None}
     found = Policy("s", SharingPolicySpec.model_validate(raw), LabelSelector())
-    plan = planning.plan([found], planning.Observed((gpu_node("n1"),), {}))
+    plan = planning.plan([found], planning.SharingObserved((gpu_node("n1"),), {}))
     errors = plan.results["s"].errors
     assert [e.field for e in errors] == ["spec.dra"]
     assert "pool a has allocation: DevicePlugin" in errors[0].rule

@@ -19,8 +19,10 @@ def settled(hami: dict[str, object], *alloc: int) -> tuple[planning.SharingPlan,
     ``alloc`` each."""
     found = [gpu_node(f"g{i}", gpus=4) for i in range(len(alloc))]
     p = policy("h", "HAMiCore", hamiCore=hami)
-    first = planning.plan([p], planning.Observed(tuple(found)), cleared=frozenset(["g0", "g1"]))
-    seen = planning.Observed(
+    first = planning.plan(
+        [p], planning.SharingObserved(tuple(found)), cleared=frozenset(["g0", "g1"])
+    )
+    seen = planning.SharingObserved(
         tuple(found), hami_nvidia=first.hami_nvidia.document,
         hami_nvidia_managed=dict(first.hami_nvidia.managed),
     )  # fmt: skip

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 from sharing_builders import npu_node
 
-from tessera.controllers.sharing.observe import Document, Snapshot
+from tessera.controllers.sharing.observe import ConfigDocument, Snapshot
 from tessera.domain.sharing import planning
 
 
 def snapshot(plugin_map: dict[str, object] | None) -> Snapshot:
     facts = npu_node("a1", npus=2)
-    nvidia = Document("kube-system", "hami-device-plugin", "config.json", None)
-    ascend = Document("kube-system", "hami-device-node-config", "node-config.yaml", None)
+    nvidia = ConfigDocument("kube-system", "hami-device-plugin", "config.json", None)
+    ascend = ConfigDocument("kube-system", "hami-device-node-config", "node-config.yaml", None)
     return Snapshot((), {"a1": {}}, {"a1": facts}, plugin_map, nvidia, ascend, {})
 
 

@@ -26,8 +26,8 @@ class World:
     ascend: dict[str, Any] = field(default_factory=dict)
     ascend_managed: dict[str, str] = field(default_factory=dict)
 
-    def observe(self) -> planning.Observed:
-        return planning.Observed(
+    def observe(self) -> planning.SharingObserved:
+        return planning.SharingObserved(
             tuple(self.nodes.values()), self.data if self.map_exists else None, self.annotations,
             self.nvidia, self.nvidia_managed, self.ascend, self.ascend_managed,
         )  # fmt: skip

@@ -90,11 +90,13 @@ def test_conflicted_nodes_are_not_cleared_and_stale_mode_labels_only_on_released
 
 def test_a_released_mps_node_returns_to_the_default_when_cleared() -> None:
     mps = policy("p", "MPS", mps={"replicas": 4})
-    first = planning.plan([mps], planning.Observed((gpu_node("n1"),)), cleared=frozenset({"n1"}))
+    first = planning.plan(
+        [mps], planning.SharingObserved((gpu_node("n1"),)), cleared=frozenset({"n1"})
+    )
     key = first.results["p"].key
     assert key is not None
     node = gpu_node("n1", pool="gone", config=key, applied=key)
-    seen = planning.Observed((node,), {key: first.results["p"].content or "", "default": ""})
+    seen = planning.SharingObserved((node,), {key: first.results["p"].content or "", "default": ""})
     held = planning.plan([mps], seen)
     assert "n1" in held.awaiting_rollout and not held.device_plugin.labels  # held until cleared
     cleared = rollout_targets.cleared(assign([mps], [node]), [NodeView("n1")])

@@ -37,6 +37,7 @@ from tessera.domain.base.conditions import Verdict
 from tessera.domain.base.failures import Failure
 from tessera.domain.cluster.objects import PoolObservation
 from tessera.domain.dra import naming, verdicts
+from tessera.domain.dra.verdicts import ClassesSynced
 
 log = logging.getLogger("tessera.dra")
 ATTEMPTS = 5
@@ -44,13 +45,10 @@ WAITING_FOR_DRIVER = verdicts.WAITING_FOR_DRIVER
 _LOCK = threading.Lock()
 
 
-Synced = verdicts.Synced
-
-
-def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
+def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> ClassesSynced:
     """Make the cluster's Tessera DeviceClasses the desired set; ``without`` (``Kind/name``)
     leaves out an object being deleted (its finalizer calls this). An API error is returned
-    in ``Synced.error``, never raised: only the objects whose classes are involved report it
+    in ``ClassesSynced.error``, never raised: only the objects whose classes are involved report it
     (``verdicts.failure_for``), so one refused class write fails no unrelated pass."""
     labels = [(n["metadata"].get("labels") or {}) for n in nodes]
     desired, owners = dra.DesiredClasses(), frozenset[str]()
@@ -71,11 +69,13 @@ def sync(ctx: Context, nodes: Iterable[Obj], *, without: str = "") -> Synced:
                         "DeviceClasses changed while Tessera wrote them (%s); re-planning", err
                     )
                     continue
-                return Synced(desired, changes.conflicts, dropped, changes.writes, owners=owners)
+                return ClassesSynced(
+                    desired, changes.conflicts, dropped, changes.writes, owners=owners
+                )
             raise ApiError(409, "Conflict", "DeviceClasses kept changing while Tessera wrote them")
         except ApiError as err:
             log.warning("DeviceClasses not synced: %s", err)
-            return Synced(desired, owners=owners, error=Failure(err.status, str(err)))
+            return ClassesSynced(desired, owners=owners, error=Failure(err.status, str(err)))
 
 
 def _declarations(
@@ -171,7 +171,7 @@ declarer = naming.declarer
 holds_deletion = verdicts.holds_deletion
 
 
-def report(synced: Synced, who: str, *, on_dra: bool) -> bool:
+def report(synced: ClassesSynced, who: str, *, on_dra: bool) -> bool:
     """Note the sync's failure for this pass when it concerns ``who``
     (``verdicts.failure_for``); True when it did."""
     found = verdicts.failure_for(synced, who, on_dra=on_dra)
@@ -181,10 +181,10 @@ def report(synced: Synced, who: str, *, on_dra: bool) -> bool:
 
 
 def pool_part(
-    synced: Synced, pool: str, seen: PoolObservation, verdict: Verdict, published: list[Obj]
+    synced: ClassesSynced, pool: str, seen: PoolObservation, verdict: Verdict, published: list[Obj]
 ) -> tuple[Verdict, list[dict[str, Any]]]:
     """A DRA pool's verdict and ``status.deviceClasses`` (``domain.dra.verdicts``), from the
-    ResourceSlices the pass listed (``dra_pool.Observed.slices``)."""
+    ResourceSlices the pass listed (``dra_pool.DraObserved.slices``)."""
     nodes = sorted(seen.targets)
     listed = verdicts.pool_classes(synced, pool, published, nodes)
     return verdicts.pool_verdict(synced, pool, published, nodes, verdict), listed

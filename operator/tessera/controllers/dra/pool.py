@@ -27,7 +27,7 @@ from tessera.domain.rollout.views import DraNode, PluginPod
 
 
 @dataclass(frozen=True)
-class Observed:
+class DraObserved:
     """The driver's ResourceSlices as listed once this pass (``slices``; the class sync's
     device counts read the same list), each node's pool from them, and (once pods are read)
     every claim's allocated devices."""
@@ -78,7 +78,7 @@ def is_dra(spec: NodePoolGeometrySpec) -> bool:
 
 def observe(
     ctx: Context, spec: NodePoolGeometrySpec, seen: cluster.PoolObservation
-) -> tuple[cluster.PoolObservation, Observed]:
+) -> tuple[cluster.PoolObservation, DraObserved]:
     """``seen`` with every view's ``dra`` filled in (plugin pods only while a node is in
     flight or publishes no complete pool: a converged pool reads the slices, nothing more)."""
     published = slices(ctx)
@@ -86,7 +86,7 @@ def observe(
     filled = fill(ctx, spec.dra, list(seen.views.values()), pools, seen.involved)
     views = {v.name: v for v in filled}
     involved = tuple(views[v.name] for v in seen.involved)
-    return replace(seen, views=views, involved=involved), Observed(published, pools)
+    return replace(seen, views=views, involved=involved), DraObserved(published, pools)
 
 
 def fill(
@@ -127,6 +127,6 @@ def fill(
     return [one(v) for v in views]
 
 
-def with_claims(ctx: Context, observed: Observed) -> Observed:
+def with_claims(ctx: Context, observed: DraObserved) -> DraObserved:
     """``observed`` with every claim's allocation: read once a pass reads pods."""
     return replace(observed, claims=dra_rollout.allocations(api.list_claims(ctx.kube)))

@@ -45,7 +45,7 @@ DEFAULT_VOLCANO_CONF = ObjectKey.of(VolcanoScheduler().config_map)
 
 
 @dataclass(frozen=True)
-class Synced:
+class SchedulersSynced:
     """Each policy's scheduler outcome, and the API errors met, by the policy they concern.
 
     A config whose read or write failed is left for the next pass; the policies naming it
@@ -66,7 +66,7 @@ def sync(
     *,
     gone: SharingPolicySpec | None = None,
     refs: Mapping[str, Ref] | None = None,
-) -> Synced:
+) -> SchedulersSynced:
     """Make every scheduler config the policies name match them; each policy's outcome.
 
     ``policies`` are those the pass planned (a policy being deleted is already left out, so
@@ -84,7 +84,9 @@ def sync(
         try:
             deployments = _deployments(ctx, [p.spec for p in wanted] + ([gone] if gone else []))
         except ApiError as err:
-            return Synced(failures={p.name: Failure(err.status, str(err)) for p in wanted})
+            return SchedulersSynced(
+                failures={p.name: Failure(err.status, str(err)) for p in wanted}
+            )
         made = (_demand(p, plan, nodes, deployments) for p in wanted)
         demands = [d for d in made if d is not None]
         # HAMi's default map is always looked at: a policy that dropped spec.scheduler (or
@@ -114,7 +116,7 @@ def sync(
         merged = {name: outcome.merge(found) for name, found in parts.items()}
         outcomes = {name: found for name, found in merged.items() if found is not None}
         _announce(ctx, outcomes, refs or {})
-        return Synced(outcomes, failures)
+        return SchedulersSynced(outcomes, failures)
 
 
 def _announce(
@@ -133,7 +135,7 @@ def _announce(
         ctx.events.post(ref, "SchedulerConfigWritten", text, ctx.clock())
 
 
-def report(synced: Synced, name: str) -> SchedulerOutcome | None:
+def report(synced: SchedulersSynced, name: str) -> SchedulerOutcome | None:
     """This policy's outcome; a part's API error that concerns it is noted for the pass
     (reported like any refused write: Reconciling, then Stalled)."""
     found = synced.failures.get(name)
@@ -142,7 +144,7 @@ def report(synced: Synced, name: str) -> SchedulerOutcome | None:
     return synced.outcomes.get(name)
 
 
-def holds_deletion(synced: Synced) -> bool:
+def holds_deletion(synced: SchedulersSynced) -> bool:
     """A deleted policy's finalizer waits until the sync without it landed, unless only a
     person can make it land (a 403: a config map the Role does not grant), which is logged."""
     held = False

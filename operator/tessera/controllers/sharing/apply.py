@@ -25,7 +25,7 @@ import jsonpatch
 from tessera.adapters.kube import ApiError, path_of
 from tessera.api import constants as c
 from tessera.controllers.runtime import Context
-from tessera.controllers.sharing.observe import Document, serialize
+from tessera.controllers.sharing.observe import ConfigDocument, serialize
 from tessera.domain.sharing import hami, planning
 from tessera.domain.sharing.configmap import ConfigMapPlan
 from tessera.domain.sharing.rollout_targets import HAMI_MODE_LABEL
@@ -40,7 +40,9 @@ class Applied:
     """Whether the device-plugin ConfigMap took this plan's keys (False: no label was written)."""
 
 
-def apply(ctx: Context, plan: planning.SharingPlan, nvidia: Document, ascend: Document) -> Applied:
+def apply(
+    ctx: Context, plan: planning.SharingPlan, nvidia: ConfigDocument, ascend: ConfigDocument
+) -> Applied:
     keys = _plugin_map(ctx, plan.device_plugin)
     writes = 0
     if keys >= 0:  # keys could not be written: no label may point at them
@@ -112,7 +114,7 @@ def _plugin_map(ctx: Context, cm: ConfigMapPlan) -> int:
     return 1
 
 
-def _entries(ctx: Context, doc: Document, plan: hami.EntriesPlan) -> int:
+def _entries(ctx: Context, doc: ConfigDocument, plan: hami.EntriesPlan) -> int:
     """Apply Tessera's entry patch to one HAMi document, if anything changed."""
     if doc.error:
         if plan.patch:

@@ -39,7 +39,7 @@ log = logging.getLogger("tessera.sharingpolicy")
 
 
 @dataclass(frozen=True)
-class Document:
+class ConfigDocument:
     """One HAMi ConfigMap: where it is, the parsed key, and whether it could be read."""
 
     namespace: str
@@ -57,21 +57,21 @@ class Snapshot:
     nodes: Mapping[str, Obj]
     facts: Mapping[str, node_facts.NodeFacts]
     plugin_map: Obj | None
-    nvidia: Document
-    ascend: Document
+    nvidia: ConfigDocument
+    ascend: ConfigDocument
     missing_pools: Mapping[str, str]  # policy -> poolRef name that does not exist
     refs: Mapping[str, Ref] = field(default_factory=dict)  # policy -> what its Events name
 
-    def observed(self) -> planning.Observed:
+    def observed(self) -> planning.SharingObserved:
         return observing.sharing_observed(
             self.facts.values(), self.plugin_map, self.nvidia, self.ascend
         )
 
 
-def settings_of(ctx: Context) -> planning.Settings:
+def settings_of(ctx: Context) -> planning.SharingSettings:
     namespace, name = ctx.settings.device_plugin_configmap
     hns = ctx.settings.hami_namespace
-    return planning.Settings(
+    return planning.SharingSettings(
         plugin_map=ConfigMapRef(namespace, name),
         hami_nvidia_where=f"{hns}/{c.HAMI_NVIDIA_CONFIGMAP_NAME} ({c.HAMI_NVIDIA_CONFIGMAP_KEY})",
         hami_ascend_where=f"{hns}/{c.HAMI_ASCEND_CONFIGMAP_NAME} ({c.HAMI_ASCEND_CONFIGMAP_KEY})",
@@ -162,12 +162,12 @@ def _pool_selector(ctx: Context, pool: str) -> tuple[LabelSelector | None, bool]
     return found, spec.get("allocation") == "DRA"
 
 
-def _document(ctx: Context, namespace: str, name: str, key: str) -> Document:
+def _document(ctx: Context, namespace: str, name: str, key: str) -> ConfigDocument:
     obj = ctx.kube.get_or_none(path_of("v1", "configmaps", name, namespace))
     if obj is None:
-        return Document(namespace, name, key, None)
+        return ConfigDocument(namespace, name, key, None)
     doc = observing.hami_document(obj, key)
-    return Document(namespace, name, key, obj, doc.parsed, doc.error, doc.managed)
+    return ConfigDocument(namespace, name, key, obj, doc.parsed, doc.error, doc.managed)
 
 
 def serialize(key: str, document: Mapping[str, Any]) -> str:

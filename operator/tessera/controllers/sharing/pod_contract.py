@@ -175,7 +175,7 @@ def _apply(
     ctx: Context,
     obj: Obj | None,
     name: str,
-    writes: Iterable[admission.Change],
+    writes: Iterable[admission.ContractChange],
     contract: admission.Contract | None,
 ) -> None:
     for change in writes:

@@ -17,8 +17,8 @@ CEL, no webhook) that warn about — or deny — pods and workload templates mis
 
 from tessera.domain.admission.cel import summary
 from tessera.domain.admission.changes import (
-    Change,
     Changes,
+    ContractChange,
     conflict_message,
     diff,
     owned,
@@ -42,9 +42,9 @@ __all__ = [
     "BINDINGS",
     "DECLARED_BY",
     "POLICIES",
-    "Change",
     "Changes",
     "Contract",
+    "ContractChange",
     "Overlap",
     "binding",
     "conflict_message",

@@ -23,7 +23,7 @@ Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Change:
+class ContractChange:
     verb: Literal["create", "update", "delete"]
     kind: str
     name: str
@@ -33,7 +33,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Changes:
-    writes: tuple[Change, ...] = ()
+    writes: tuple[ContractChange, ...] = ()
     conflicts: tuple[str, ...] = ()  # "ValidatingAdmissionPolicy <name>" held by another
     current: tuple[str, ...] = field(default=())  # kinds whose object already matches
 
@@ -67,8 +67,8 @@ def diff(
     )
     if conflicts:
         want = {}
-    writes: list[Change] = []
-    deletes: list[Change] = []
+    writes: list[ContractChange] = []
+    deletes: list[ContractChange] = []
     current: list[str] = []
     for kind in kinds:
         new, old = want.get(kind), have.get(kind)
@@ -77,14 +77,14 @@ def diff(
         version = str((old or {}).get("metadata", {}).get("resourceVersion", ""))
         if old is None:
             if new is not None:
-                writes.append(Change("create", kind, new["metadata"]["name"], dict(new)))
+                writes.append(ContractChange("create", kind, new["metadata"]["name"], dict(new)))
         elif new is None:
-            deletes.append(Change("delete", kind, old["metadata"]["name"], None, version))
+            deletes.append(ContractChange("delete", kind, old["metadata"]["name"], None, version))
         elif _holds(old, new):
             current.append(kind)
         else:
             body = _merged(old, new)
-            writes.append(Change("update", kind, new["metadata"]["name"], body, version))
+            writes.append(ContractChange("update", kind, new["metadata"]["name"], body, version))
     return Changes((*writes, *reversed(deletes)), conflicts, tuple(current))
 
 

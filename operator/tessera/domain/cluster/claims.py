@@ -43,7 +43,7 @@ def owner_of(pool: str) -> str:
 
 
 @dataclass(frozen=True)
-class Conflict:
+class ClaimConflict:
     """Nodes ``pool`` selects together with ``others``; ``kept`` when ``pool`` holds them."""
 
     pool: str
@@ -73,13 +73,13 @@ class Conflict:
 @dataclass(frozen=True)
 class Claims:
     owner: Mapping[str, str] = field(default_factory=dict)  # node -> the pool that may touch it
-    conflicts: tuple[Conflict, ...] = ()
+    conflicts: tuple[ClaimConflict, ...] = ()
 
     def foreign(self, pool: str) -> frozenset[str]:
         """Nodes ``pool`` selects but may not touch."""
         return frozenset(n for c in self.conflicts_of(pool) if not c.kept for n in c.nodes)
 
-    def conflicts_of(self, pool: str) -> tuple[Conflict, ...]:
+    def conflicts_of(self, pool: str) -> tuple[ClaimConflict, ...]:
         return tuple(c for c in self.conflicts if c.pool == pool)
 
     def blocked(self, pool: str) -> bool:
@@ -144,7 +144,7 @@ def resolve(pools: Mapping[str, LabelSelector | None], nodes: Iterable[NodeView]
             key = (pool, others, pool == keeper, keeper if keeper and keeper != pool else "")
             grouped.setdefault(key, []).append(node.name)
     conflicts = tuple(
-        Conflict(pool, others, tuple(sorted(names)), kept, held)
+        ClaimConflict(pool, others, tuple(sorted(names)), kept, held)
         for (pool, others, kept, held), names in sorted(grouped.items())
     )
     return Claims(owner, conflicts)

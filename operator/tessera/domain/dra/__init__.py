@@ -14,9 +14,9 @@
 """
 
 from tessera.domain.dra.classes import (
+    ClassProblem,
     DesiredClass,
     DesiredClasses,
-    Problem,
     desired_classes,
     holding,
 )
@@ -30,10 +30,10 @@ __all__ = [
     "DRIVER",
     "RESOURCESLICES",
     "ClassChanges",
+    "ClassProblem",
     "DesiredClass",
     "DesiredClasses",
     "PoolInput",
-    "Problem",
     "declarers",
     "desired_classes",
     "diff",

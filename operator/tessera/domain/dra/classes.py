@@ -7,7 +7,7 @@ those, carrying its opaque sharing config (none for Exclusive, so a claim keeps 
 when the backend changes). Classes are shared: ``declared_by`` lists every declarer.
 
 A policy the driver would refuse (``sharing.validate``), or a class whose selector fails
-Tessera's own check, is refused: the declarer gets a ``Problem`` and none of its classes are
+Tessera's own check, is refused: the declarer gets a ``ClassProblem`` and none of its classes are
 written; its ``held`` classes that exist stay as they are (nothing written before a fix).
 """
 
@@ -28,7 +28,7 @@ POLICY_KIND = "SharingPolicy"
 
 
 @dataclass(frozen=True)
-class Problem:
+class ClassProblem:
     """Why a declarer's classes are refused: ``reason`` (a condition reason), the field."""
 
     reason: str
@@ -79,7 +79,7 @@ class DesiredClasses:
     classes: Mapping[str, DesiredClass] = field(default_factory=dict)
     declared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Declarer (``Kind/name``) → the classes it declares, sorted (refused ones: empty)."""
-    problems: Mapping[str, tuple[Problem, ...]] = field(default_factory=dict)
+    problems: Mapping[str, tuple[ClassProblem, ...]] = field(default_factory=dict)
     """Refused declarers: their classes are neither written nor deleted (``held``)."""
 
     @property
@@ -93,7 +93,7 @@ def desired_classes(
     """Every class Tessera should own now, who declares it, and who is refused."""
     found: dict[str, DesiredClass] = {}
     declared: dict[str, tuple[str, ...]] = {}
-    problems: dict[str, tuple[Problem, ...]] = {}
+    problems: dict[str, tuple[ClassProblem, ...]] = {}
     offered: dict[str, tuple[str, ...]] = {}
     for name, pool in sorted(pools.items()):
         if pool.spec.allocation != "DRA":
@@ -102,7 +102,9 @@ def desired_classes(
         offered[name] = found_offer.selects
         who = naming.declarer(POOL_KIND, name)
         if found_offer.field:  # no node can take its layouts: nothing of it is written
-            problems[who] = (Problem(INVALID_GEOMETRY, found_offer.field, found_offer.message),)
+            problems[who] = (
+                ClassProblem(INVALID_GEOMETRY, found_offer.field, found_offer.message),
+            )
             declared[who] = ()
             continue
         wanted = [DesiredClass(naming.geometry_class(s), s, (who,)) for s in offered[name]]
@@ -116,13 +118,13 @@ def desired_classes(
         pool_who = naming.declarer(POOL_KIND, pool_name)
         if pool_who in problems:  # its pool is refused: the policy's classes are held too
             text = f"{pool_who} is refused ({problems[pool_who][0]})"
-            problems[who], declared[who] = (Problem("PoolRefused", "spec.poolRef", text),), ()
+            problems[who], declared[who] = (ClassProblem("PoolRefused", "spec.poolRef", text),), ()
             continue
         gates = (pools[pool_name].spec.dra or DraPool()).feature_gates
         selects = offered[pool_name]
         issues = sharing.validate(spec, pool_name, gates, naming.GPU in selects)
         if issues:
-            problems[who] = tuple(Problem("InvalidConfig", f, m) for f, m in issues)
+            problems[who] = tuple(ClassProblem("InvalidConfig", f, m) for f, m in issues)
             declared[who] = ()
             continue
         wanted = [
@@ -137,7 +139,7 @@ def holding(desired: DesiredClasses, unparsed: Iterable[str]) -> DesiredClasses:
     """Declarers (``Kind/name``) whose spec does not parse keep their classes as they are
     (``held``): they report InvalidSpec themselves, and a bad edit must not delete what claims
     still name. The operator and ``tessera plan`` both apply it."""
-    bad = (Problem("InvalidSpec", "spec", "does not parse"),)
+    bad = (ClassProblem("InvalidSpec", "spec", "does not parse"),)
     return replace(desired, problems={**desired.problems, **dict.fromkeys(unparsed, bad)})
 
 
@@ -146,10 +148,12 @@ def _declare(
     wanted: list[DesiredClass],
     found: dict[str, DesiredClass],
     declared: dict[str, tuple[str, ...]],
-    problems: dict[str, tuple[Problem, ...]],
+    problems: dict[str, tuple[ClassProblem, ...]],
 ) -> None:
     issues = [
-        Problem("InvalidSelector", f"DeviceClass {d.name}", p) for d in wanted for p in _checked(d)
+        ClassProblem("InvalidSelector", f"DeviceClass {d.name}", p)
+        for d in wanted
+        for p in _checked(d)
     ]
     if issues:
         problems[who], declared[who] = tuple(issues), ()

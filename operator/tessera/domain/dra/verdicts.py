@@ -25,7 +25,7 @@ SHOWN = 10
 
 
 @dataclass(frozen=True)
-class Synced:
+class ClassesSynced:
     """What one class sync found and did; each declarer's part is read with ``verdict``."""
 
     desired: DesiredClasses = field(default_factory=DesiredClasses)
@@ -63,7 +63,7 @@ class Synced:
         return None
 
 
-def failure_for(synced: Synced, who: str, *, on_dra: bool) -> Failure | None:
+def failure_for(synced: ClassesSynced, who: str, *, on_dra: bool) -> Failure | None:
     """The sync's failure for the object ``who`` (``Kind/name``), or None when it is not
     concerned: a DRA pool and a policy on one report it (their classes may be unwritten), as
     does a policy whose classes still exist (their deletion is its); a device-plugin pool and
@@ -76,14 +76,14 @@ def failure_for(synced: Synced, who: str, *, on_dra: bool) -> Failure | None:
     return None
 
 
-def holds_deletion(synced: Synced, who: str) -> bool:
+def holds_deletion(synced: ClassesSynced, who: str) -> bool:
     """Whether a declarer being deleted waits: the sync failed while classes naming it still
     exist (its finalizer is called again; nothing of Tessera's is left behind)."""
     return synced.error is not None and who in synced.owners
 
 
 def pool_classes(
-    synced: Synced, pool: str, published: Iterable[Mapping[str, Any]], nodes: Iterable[str]
+    synced: ClassesSynced, pool: str, published: Iterable[Mapping[str, Any]], nodes: Iterable[str]
 ) -> list[dict[str, Any]]:
     """``status.deviceClasses`` of a pool: its geometry classes, devices on its nodes."""
     counted = slices.selected(published, nodes)
@@ -95,7 +95,7 @@ def pool_classes(
 
 
 def pool_verdict(
-    synced: Synced,
+    synced: ClassesSynced,
     pool: str,
     published: Iterable[Mapping[str, Any]],
     nodes: Iterable[str],

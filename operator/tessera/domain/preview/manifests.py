@@ -48,7 +48,7 @@ class ManifestError(ValueError):
 
 
 @dataclass(frozen=True)
-class Document:
+class ManifestDocument:
     """One YAML document and where it came from."""
 
     source: str  # a file, "-" for stdin, or "DIR (rendered by kustomize)"
@@ -90,16 +90,16 @@ def decode(data: bytes, source: str) -> str:
         ) from err
 
 
-def load(text: str, source: str, *, generated: bool = False) -> list[Document]:
+def load(text: str, source: str, *, generated: bool = False) -> list[ManifestDocument]:
     """Every document of ``text``; ``generated``: the text has no lines a person could open."""
     loader = _Loader(text)
-    out: list[Document] = []
+    out: list[ManifestDocument] = []
     try:
         while loader.check_node():
             node = loader.get_node()
             line = 0 if generated or node is None else node.start_mark.line + 1
             body = loader.construct_document(node) if node is not None else None
-            out.append(Document(source, line, body))
+            out.append(ManifestDocument(source, line, body))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
@@ -111,7 +111,7 @@ def load(text: str, source: str, *, generated: bool = False) -> list[Document]:
     return out
 
 
-def nonempty(docs: list[Document], given: str) -> list[Document]:
+def nonempty(docs: list[ManifestDocument], given: str) -> list[ManifestDocument]:
     """``docs`` read from one ``-f`` argument, or ManifestError when they hold no object.
 
     ``kubectl apply`` refuses an input without objects too; to a preview, an empty
@@ -129,18 +129,20 @@ def group_of(api_version: str) -> str:
     return group if slash else ""
 
 
-def items(documents: Iterable[Document]) -> Iterator[Document]:
+def items(documents: Iterable[ManifestDocument]) -> Iterator[ManifestDocument]:
     """The documents, each List (a ``...List`` kind with ``items``) replaced by its items."""
     for doc in documents:
         body = doc.body
         listed = body.get("items") if isinstance(body, Mapping) else None
         if isinstance(listed, list) and str(body.get("kind", "")).endswith("List"):
-            yield from (Document(f"{doc.where} items[{i}]", 0, o) for i, o in enumerate(listed))
+            yield from (
+                ManifestDocument(f"{doc.where} items[{i}]", 0, o) for i, o in enumerate(listed)
+            )
         else:
             yield doc
 
 
-def parse(documents: Iterable[Document]) -> tuple[list[Raw], list[str]]:
+def parse(documents: Iterable[ManifestDocument]) -> tuple[list[Raw], list[str]]:
     """Tessera objects whose spec parses, and a note per other object skipped.
 
     Raises ManifestError naming the place, and the object and its first invalid field.

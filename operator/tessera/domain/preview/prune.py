@@ -39,7 +39,7 @@ from tessera.domain.preview.results import Deletion, ObjectPreview, RemovedQuota
 from tessera.domain.preview.sharing import SharingPreviews
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota.names import quota_key
-from tessera.domain.quota.quantities import QuantityError, counts
+from tessera.domain.quota.quantities import CountError, counts
 
 
 def pruned(
@@ -121,7 +121,7 @@ def tenant(before: Cluster, obj: Raw) -> ObjectPreview:
     try:
         spec = TenantQuotaSpec.model_validate(obj.get("spec") or {})
         total = counts(spec.total or {}, what="spec.total")
-    except (ValidationError, QuantityError) as err:
+    except (ValidationError, CountError) as err:
         problems.append(f"spec unreadable, its total is unknown: {str(err).splitlines()[0]}")
     effects: list[str] = []
     if total:

@@ -28,7 +28,7 @@ from tessera.domain.quota import membership as membership_
 from tessera.domain.quota import objects as quota_objects
 from tessera.domain.quota import planning as quota_planning
 from tessera.domain.quota import reporting
-from tessera.domain.quota.quantities import QuantityError, accelerators
+from tessera.domain.quota.quantities import CountError, accelerators
 from tessera.domain.sharing import status as sharing_status
 
 KIND = "TenantQuota"
@@ -118,7 +118,7 @@ def _overcommit(
     for t, s in tenants.items():
         try:
             commitments[t] = reporting.commitment(s, len(members.namespaces_of(t)))
-        except QuantityError:
+        except CountError:
             continue
     out = {}
     for t in commitments:
@@ -162,7 +162,7 @@ def previews(
                 limits = ", ".join(f"{k}={v}" for k, v in sorted(hard.items()))
                 limits = f" ({limits})" if limits else ""
                 writes.append(f"{a.verb} ResourceQuota {a.namespace}/{a.name}{limits}: {a.reason}")
-        except QuantityError as err:
+        except CountError as err:
             problems.append(str(err))
         problems += [c.message for c in members.conflicts_of(name)]
         out.append(

@@ -74,7 +74,7 @@ def previews(
     data = dict((plugin or {}).get("data") or {})
     seen = observing.sharing_observed(facts.values(), plugin, nv, asc)
     hns = loc.hami_namespace
-    settings = planning.Settings(
+    settings = planning.SharingSettings(
         plugin_map=ConfigMapRef(*loc.device_plugin),
         hami_nvidia_where=f"{hns}/{c.HAMI_NVIDIA_CONFIGMAP_NAME} ({c.HAMI_NVIDIA_CONFIGMAP_KEY})",
         hami_ascend_where=f"{hns}/{c.HAMI_ASCEND_CONFIGMAP_NAME} ({c.HAMI_ASCEND_CONFIGMAP_KEY})",

@@ -26,7 +26,7 @@ _LISTED = 5  # namespaces named in one message; the rest are counted
 
 
 @dataclass(frozen=True)
-class Conflict:
+class MembershipConflict:
     """Two tenants whose selectors both match ``namespaces``."""
 
     tenants: tuple[str, str]
@@ -49,13 +49,13 @@ class Membership:
     """The resolved map: each uncontested namespace's tenant, plus the conflicts."""
 
     owner: Mapping[str, str]
-    conflicts: tuple[Conflict, ...]
+    conflicts: tuple[MembershipConflict, ...]
 
     def namespaces_of(self, tenant: str) -> tuple[str, ...]:
         """The namespaces ``tenant`` manages, sorted (contested ones excluded)."""
         return tuple(sorted(ns for ns, owner in self.owner.items() if owner == tenant))
 
-    def conflicts_of(self, tenant: str) -> tuple[Conflict, ...]:
+    def conflicts_of(self, tenant: str) -> tuple[MembershipConflict, ...]:
         return tuple(c for c in self.conflicts if tenant in c.tenants)
 
     def contested_of(self, tenant: str) -> tuple[str, ...]:
@@ -78,5 +78,5 @@ def resolve(tenants: Mapping[str, Iterable[str]]) -> Membership:
     for ns, ts in sorted(claims.items()):
         for pair in combinations(sorted(ts), 2):
             shared.setdefault(pair, []).append(ns)
-    conflicts = tuple(Conflict(pair, tuple(nss)) for pair, nss in sorted(shared.items()))
+    conflicts = tuple(MembershipConflict(pair, tuple(nss)) for pair, nss in sorted(shared.items()))
     return Membership(owner=owner, conflicts=conflicts)

@@ -51,7 +51,7 @@ class Action:
 
 
 @dataclass(frozen=True)
-class Plan:
+class QuotaPlan:
     """Both waves, for logs and previews; the controller writes only ``next_wave``.
 
     Wave-2 writes carry the resourceVersion of this observation, which wave 1
@@ -86,7 +86,7 @@ def plan(
     seen: Iterable[SeenQuota],
     present: Mapping[str, Limits] | None = None,
     busy: frozenset[str] = frozenset(),
-) -> Plan:
+) -> QuotaPlan:
     """The plan for ``tenant``; ``seen`` holds every Tessera quota observed, of any tenant.
 
     ``present`` is Tessera's own recount (``recount``), namespace → resource → count,
@@ -142,7 +142,9 @@ def plan(
     unconfirmed = tuple(ns for ns in members if ns in mine and not mine[ns].confirmed)
     moves = set() if required else _moves(mine, first, total.keys())
     wave1, wave2, waiting = _defer(wave1, wave2, busy, moves)
-    return Plan(tuple(wave1), tuple(wave2), target, unconfirmed, tuple(held), tuple(over), waiting)
+    return QuotaPlan(
+        tuple(wave1), tuple(wave2), target, unconfirmed, tuple(held), tuple(over), waiting
+    )
 
 
 def _moves(

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from tessera.api.v1alpha1 import quantity
 
 
-class QuantityError(ValueError):
+class CountError(ValueError):
     """A value that is not a whole, non-negative count; the message names where it was found."""
 
 
@@ -25,7 +25,7 @@ def parse_count(value: int | str, *, what: str) -> int:
     try:
         return quantity.whole(value)
     except quantity.QuantityError as err:
-        raise QuantityError(f"{what}: {err}") from err
+        raise CountError(f"{what}: {err}") from err
 
 
 def parse_quantity(value: int | str, *, what: str) -> int:

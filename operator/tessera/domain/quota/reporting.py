@@ -24,7 +24,7 @@ from tessera.domain.base.conditions import Status, Verdict
 from tessera.domain.quota.membership import Membership
 from tessera.domain.quota.names import is_extended
 from tessera.domain.quota.objects import SeenQuota
-from tessera.domain.quota.planning import Plan
+from tessera.domain.quota.planning import QuotaPlan
 from tessera.domain.quota.quantities import counts
 
 OVERCOMMITTED = "Overcommitted"
@@ -66,7 +66,7 @@ def overcommitted(
 
 
 def verdict(
-    tenant: str, plan: Plan, membership: Membership, overcommit: tuple[str, Status, str, str]
+    tenant: str, plan: QuotaPlan, membership: Membership, overcommit: tuple[str, Status, str, str]
 ) -> Verdict:
     """Stalled on a conflict; Reconciling while waves, confirmations, moves or handovers wait."""
     extra = (overcommit,)
@@ -100,7 +100,7 @@ def verdict(
 
 def status(
     spec: TenantQuotaSpec,
-    plan: Plan,
+    plan: QuotaPlan,
     seen: Iterable[SeenQuota],
     capacity: Mapping[str, int],
     *,

@@ -22,7 +22,7 @@ from tessera.domain.rollout import gates, selection, targets
 from tessera.domain.rollout.capacity import Room
 from tessera.domain.rollout.dra import restart as dra_restart
 from tessera.domain.rollout.draining import drain_pass
-from tessera.domain.rollout.outcome import Outcome, Problem
+from tessera.domain.rollout.outcome import RolloutOutcome, RolloutProblem
 from tessera.domain.rollout.releasing import release
 from tessera.domain.rollout.state import NodeState, Phase, ReportPhase, ts
 from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
@@ -31,7 +31,7 @@ UNTOUCHED = (Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED)
 
 
 @dataclass(frozen=True)
-class Context:
+class StepContext:
     owner: str
     policy: RolloutSpec
     now: datetime
@@ -70,7 +70,7 @@ def untouched(s: NodeState) -> bool:
     return s.phase in UNTOUCHED or (s.phase == Phase.APPLYING and s.rollback_of is None)
 
 
-def step(ctx: Context, node: NodeView, s: NodeState, d: DesiredNode) -> Outcome:
+def step(ctx: StepContext, node: NodeView, s: NodeState, d: DesiredNode) -> RolloutOutcome:
     if d.invalid and untouched(s):
         return release(
             node, s, ctx.now, f"back out: layout {d.target} is invalid here: {d.invalid}"
@@ -96,7 +96,7 @@ def step(ctx: Context, node: NodeView, s: NodeState, d: DesiredNode) -> Outcome:
             return release(node, s, ctx.now, f"layout {s.target.id} verified", settle=True)
 
 
-def backed_out(node: NodeView, s: NodeState, d: DesiredNode, now: datetime) -> Outcome:
+def backed_out(node: NodeView, s: NodeState, d: DesiredNode, now: datetime) -> RolloutOutcome:
     """The spec went back to what the node still runs: it leaves the rollout at once.
 
     Nothing is left to drain or apply, so no further pod is evicted; the node
@@ -131,14 +131,14 @@ def hold(node: NodeView, s: NodeState, why: str) -> tuple[NodeState, list[act.Ac
     return s, out
 
 
-def holding(node: NodeView, s: NodeState, why: str, acts: list[act.Action]) -> Outcome:
+def holding(node: NodeView, s: NodeState, why: str, acts: list[act.Action]) -> RolloutOutcome:
     """The node waits in its phase: for a cordon or taint being (re)written, or for its agent."""
-    return Outcome(
+    return RolloutOutcome(
         node=node.name, phase=ReportPhase.of(s.phase), why=why, state=s, actions=acts, waiting=True
     )
 
 
-def cordoned(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+def cordoned(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     s2, acts = hold(node, s, f"cordon {node.name} for layout {s.target.id}")
     if acts:
         return holding(node, s2, "cordon before drain", acts)
@@ -146,7 +146,7 @@ def cordoned(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     return draining(ctx, node, start)
 
 
-def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+def draining(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     s2, acts = hold(node, s, f"re-cordon {node.name}: it was uncordoned during the drain")
     if acts:
         return holding(node, s2, "re-cordon before evicting", acts)
@@ -176,10 +176,10 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
             s = replace(s, message=msg)
         else:
             s = s.to(Phase.BLOCKED, ctx.now, msg)
-        why, problem = f"drain blocked: {msg}", Problem("DrainBlocked", msg, ts(s.since))
+        why, problem = f"drain blocked: {msg}", RolloutProblem("DrainBlocked", msg, ts(s.since))
     elif s.phase == Phase.BLOCKED:
         s = s.to(Phase.DRAINING, ctx.now)
-    return Outcome(
+    return RolloutOutcome(
         node=node.name,
         phase=ReportPhase.of(s.phase),
         why=why,
@@ -192,7 +192,7 @@ def draining(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     )
 
 
-def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+def applying(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     s2, acts = hold(node, s, f"re-cordon {node.name} before changing its layout")
     if acts:
         return holding(node, s2, "re-cordon before applying", acts)
@@ -205,7 +205,7 @@ def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     verb = "roll back to" if s.rollback_of else "apply"
     why = f"{verb} layout {s.target.id} on {node.name}: drained, recount found no pods"
     acts = [act.SetNodeLabels(node.name, patch, why)] if patch else []
-    return Outcome(
+    return RolloutOutcome(
         node=node.name,
         phase=ReportPhase.VERIFYING,
         why=why,
@@ -214,7 +214,7 @@ def applying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     )
 
 
-def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+def verifying(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     patch = targets.labels_to_write(s.target, node)
     if patch:
         if selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain):
@@ -224,7 +224,7 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
             again = replace(s.to(Phase.DRAINING, ctx.now, why), drain_started=ctx.now)
             return draining(ctx, node, again)
         why = f"request layout {s.target.id} on {node.name} again: its labels differ"
-        return Outcome(
+        return RolloutOutcome(
             node=node.name,
             phase=ReportPhase.VERIFYING,
             why=why,
@@ -239,7 +239,7 @@ def verifying(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
     if (restart.actions or restart.state != s) and not timed_out:  # a restart never outlasts it
         why = restart.pending or f"waiting for layout {s.target.id}"
         acts = list(restart.actions)
-        return Outcome(
+        return RolloutOutcome(
             node=node.name, phase=ReportPhase.VERIFYING, why=why, state=restart.state, actions=acts
         )
     if not restart.pending and targets.verified(s.target, node):
@@ -262,33 +262,33 @@ def _dra_missing(pending: str, s: NodeState, node: NodeView) -> str:
     return "; ".join(x for x in (pending, devices) if x)
 
 
-def fail(ctx: Context, s: NodeState, node: NodeView, message: str) -> Outcome:
+def fail(ctx: StepContext, s: NodeState, node: NodeView, message: str) -> RolloutOutcome:
     nxt = s.to(Phase.FAILED, ctx.now, message)
-    return Outcome(
+    return RolloutOutcome(
         node=node.name,
         phase=ReportPhase.FAILED,
         why=message,
         state=nxt,
-        problem=Problem("NodeFailed", message, ts(ctx.now)),
+        problem=RolloutProblem("NodeFailed", message, ts(ctx.now)),
     )
 
 
-def failed(ctx: Context, node: NodeView, s: NodeState) -> Outcome:
+def failed(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     good = s.last_good
     if ctx.policy.on_failure == "Rollback" and good is not None and s.rollback_of is None:
         why = f"roll back {node.name} to {good.id}: {s.message}"
         nxt = replace(s.to(Phase.APPLYING, ctx.now), target=good, rollback_of=s.target.id)
-        return Outcome(node=node.name, phase=ReportPhase.APPLYING, why=why, state=nxt)
+        return RolloutOutcome(node=node.name, phase=ReportPhase.APPLYING, why=why, state=nxt)
     hint = ""
     if s.rollback_of:
         hint = f" (rolling back from {s.rollback_of} failed too)"
     elif ctx.policy.on_failure == "Rollback":
         hint = " (no earlier layout to roll back to)"
     msg = s.message + hint
-    return Outcome(
+    return RolloutOutcome(
         node=node.name,
         phase=ReportPhase.FAILED,
         why=msg,
         state=s,
-        problem=Problem("NodeFailed", msg, ts(s.since)),
+        problem=RolloutProblem("NodeFailed", msg, ts(s.since)),
     )

@@ -10,14 +10,14 @@ from tessera.domain.rollout.state import IllegalTransition, NodeState, ReportPha
 
 
 @dataclass(frozen=True)
-class Problem:
+class RolloutProblem:
     reason: str
     message: str
     since: str = ""
 
 
 @dataclass(kw_only=True)
-class Outcome:
+class RolloutOutcome:
     """What one node needs this pass.
 
     ``state`` is persisted *first* (when it differs from what the node
@@ -33,7 +33,7 @@ class Outcome:
     state: NodeState | None = None
     actions: list[act.Action] = field(default_factory=list)
     final: act.Action | None = None
-    problem: Problem | None = None
+    problem: RolloutProblem | None = None
     pods_left: int = 0
     blocking_pdbs: set[str] = field(default_factory=set)
     waiting: bool = False
@@ -53,11 +53,13 @@ class Outcome:
         return out
 
 
-def stuck(node: str, err: IllegalTransition) -> Outcome:
+def stuck(node: str, err: IllegalTransition) -> RolloutOutcome:
     """``node`` cannot go on from its record: nothing is written to it, the pool is told why.
 
     The other nodes of the pass are decided as usual, so one bad record never
     leaves a node that is mid-drain cordoned and tainted.
     """
     msg = f"rollout state cannot go on ({err}); fix or remove the annotation"
-    return Outcome(node=node, phase=ReportPhase.FAILED, why=msg, problem=Problem("NodeFailed", msg))
+    return RolloutOutcome(
+        node=node, phase=ReportPhase.FAILED, why=msg, problem=RolloutProblem("NodeFailed", msg)
+    )

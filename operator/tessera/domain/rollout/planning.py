@@ -33,8 +33,8 @@ from tessera.domain.rollout import actions as act
 from tessera.domain.rollout import capacity, releasing, reporting, selection, starting, targets
 from tessera.domain.rollout.budget import Unavailable
 from tessera.domain.rollout.draining import Held
-from tessera.domain.rollout.machine import Context, step, untouched
-from tessera.domain.rollout.outcome import Outcome, stuck
+from tessera.domain.rollout.machine import StepContext, step, untouched
+from tessera.domain.rollout.outcome import RolloutOutcome, stuck
 from tessera.domain.rollout.releasing import back_out
 from tessera.domain.rollout.reporting import NodeReport
 from tessera.domain.rollout.state import IllegalTransition, NodeState, ReportPhase, check, ts
@@ -86,7 +86,7 @@ class _Pass:
     candidates: list[tuple[NodeView, DesiredNode]] = field(default_factory=list)
     to_evict: int = 0
     blocking: set[str] = field(default_factory=set)
-    released: dict[str, Outcome] = field(default_factory=dict)
+    released: dict[str, RolloutOutcome] = field(default_factory=dict)
     tidy: dict[str, list[act.Action]] = field(default_factory=dict)
 
     def report(
@@ -109,7 +109,7 @@ class _Pass:
             NodeProblem(node=node, phase=phase.value, reason=reason, message=msg, since=since)
         )
 
-    def take(self, o: Outcome, before: NodeState | None, d: DesiredNode | None) -> None:
+    def take(self, o: RolloutOutcome, before: NodeState | None, d: DesiredNode | None) -> None:
         self.actions.extend(o.emit(before))
         self.report(o.node, d, o.phase, o.why, o.held)
         if o.problem is not None:
@@ -147,7 +147,7 @@ def plan(
     for pod in pods:
         by_node[pod.node].append(pod)
     budget = {p.ref: p.disruptions_allowed for p in pdbs}
-    ctx = Context(pool, policy, now, by_node, pdbs, budget, room)
+    ctx = StepContext(pool, policy, now, by_node, pdbs, budget, room)
     acc = _Pass()
     for node in sorted(nodes, key=lambda n: n.name):
         try:
@@ -199,7 +199,7 @@ def plan(
     )
 
 
-def visit(ctx: Context, acc: _Pass, node: NodeView, d: DesiredNode | None) -> None:
+def visit(ctx: StepContext, acc: _Pass, node: NodeView, d: DesiredNode | None) -> None:
     """Step an in-flight node, or classify an idle one (updated, invalid, failed, candidate)."""
     s = node.state
     if node.state_error:

@@ -31,7 +31,7 @@ from datetime import datetime
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout import targets
-from tessera.domain.rollout.machine import Context, step
+from tessera.domain.rollout.machine import StepContext, step
 from tessera.domain.rollout.state import Phase, ReportPhase, TargetSpec
 from tessera.domain.rollout.views import DesiredNode, NodeView, PodView
 
@@ -54,7 +54,7 @@ def request_layouts(
     by_node: dict[str, list[PodView]] = defaultdict(list)
     for pod in pods:
         by_node[pod.node].append(pod)
-    ctx = Context(owner, policy, now, by_node, (), {})
+    ctx = StepContext(owner, policy, now, by_node, (), {})
     out: list[act.Action] = []
     for node in sorted(nodes, key=lambda n: n.name):
         s, d = node.state, desired.get(node.name)

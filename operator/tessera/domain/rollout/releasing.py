@@ -14,14 +14,14 @@ from datetime import datetime, timedelta
 
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout import targets
-from tessera.domain.rollout.outcome import Outcome
+from tessera.domain.rollout.outcome import RolloutOutcome
 from tessera.domain.rollout.state import NodeState, Phase, ReportPhase, check
 from tessera.domain.rollout.views import GEOMETRY_PENDING, UNSCHEDULABLE_TAINT, NodeView
 
 
 def release(
     node: NodeView, s: NodeState, now: datetime, why: str, *, settle: bool = False
-) -> Outcome:
+) -> RolloutOutcome:
     """Finish with ``node``. With ``settle`` a finished rollback leaves a Failed record behind.
 
     That record (phase Failed, ``rolledBack``) stops the planner from retrying
@@ -43,7 +43,7 @@ def release(
         check(first.phase, None, node.name)
         final = act.ClearNodeState(node.name, why)
         phase = ReportPhase.UPDATED if settle else ReportPhase.PENDING
-    return Outcome(
+    return RolloutOutcome(
         node=node.name,
         phase=phase,
         why=why,
@@ -54,7 +54,7 @@ def release(
     )
 
 
-def after(node: NodeView, o: Outcome) -> NodeView:
+def after(node: NodeView, o: RolloutOutcome) -> NodeView:
     """``node`` once the release ``o`` has landed: no record in flight (a settled rollback's,
     or none), Tessera's taint gone, and uncordoned when ``o`` lifts the cordon (the taint the
     node lifecycle controller mirrors it into goes with it). A cordon someone else set stays:
@@ -80,7 +80,7 @@ def finished(s: NodeState, node: NodeView, now: datetime, verify_timeout: timede
 
 def back_out(
     node: NodeView, s: NodeState, now: datetime, verify_timeout: timedelta, why: str
-) -> Outcome:
+) -> RolloutOutcome:
     """Release a node whose pool is gone (or that left the pool).
 
     A node whose device change is under way is allowed to finish first (the
@@ -91,5 +91,5 @@ def back_out(
     """
     if s.phase == Phase.VERIFYING and not finished(s, node, now, verify_timeout):
         text = f"waiting for layout {s.target.id} to finish before releasing {node.name}"
-        return Outcome(node=node.name, phase=ReportPhase.VERIFYING, why=text, waiting=True)
+        return RolloutOutcome(node=node.name, phase=ReportPhase.VERIFYING, why=text, waiting=True)
     return release(node, s, now, why)

@@ -33,8 +33,8 @@ from tessera.domain.base.conditions import BUDGET_HELD_BY_OTHERS
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout import capacity, gates, selection, targets
 from tessera.domain.rollout.budget import Holder, Unavailable, in_use, named, unavailable
-from tessera.domain.rollout.machine import Context
-from tessera.domain.rollout.outcome import Outcome, Problem, stuck
+from tessera.domain.rollout.machine import StepContext
+from tessera.domain.rollout.outcome import RolloutOutcome, RolloutProblem, stuck
 from tessera.domain.rollout.state import IllegalTransition, NodeState, Phase, ReportPhase, check
 from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PodView
 
@@ -42,7 +42,7 @@ HELD_BY_OTHERS = BUDGET_HELD_BY_OTHERS
 
 
 def gate(
-    ctx: Context, desired: Mapping[str, DesiredNode], approved: str | None
+    ctx: StepContext, desired: Mapping[str, DesiredNode], approved: str | None
 ) -> tuple[str, str] | None:
     """(reason, message) when no new node may start for a pool-wide reason."""
     policy = ctx.policy
@@ -66,7 +66,7 @@ class Starts:
     gate: tuple[str, str] | None
     """(reason, message) when no node may start for a pool-wide reason: a closed gate, room
     short for the evicted pods (``InsufficientCapacity``), or a budget held by others."""
-    outcomes: list[Outcome]
+    outcomes: list[RolloutOutcome]
     """One per candidate: Cordoned for those admitted, Pending (with why) for the rest."""
     short: str
     """Room short for the pods of a node that could start, also while a gate is closed."""
@@ -75,7 +75,7 @@ class Starts:
 
 
 def admit(
-    ctx: Context,
+    ctx: StepContext,
     desired: Mapping[str, DesiredNode],
     nodes: Sequence[NodeView],
     candidates: Sequence[tuple[NodeView, DesiredNode]],
@@ -128,7 +128,7 @@ class _Slots:
 
     def __init__(
         self,
-        ctx: Context,
+        ctx: StepContext,
         taken: dict[str, Unavailable],
         limit: int,
         ledger: capacity.Ledger | None,
@@ -146,7 +146,7 @@ class _Slots:
         d: DesiredNode,
         chosen: Sequence[PodView],
         closed: tuple[str, str] | None,
-    ) -> Outcome:
+    ) -> RolloutOutcome:
         """Start ``node`` (taking a slot unless it is already unavailable) or say why it waits."""
         try:  # before any slot is spent: a record no start may follow stops this node only
             check(node.state.phase if node.state else None, Phase.CORDONED, node.name)
@@ -207,13 +207,13 @@ class _Slots:
         )
 
 
-def _waiting(ctx: Context, node: NodeView, chosen: Sequence[PodView]) -> Outcome:
+def _waiting(ctx: StepContext, node: NodeView, chosen: Sequence[PodView]) -> RolloutOutcome:
     """The Pending outcome of ``node``: its pods, the PDBs that allow no disruption now, and
     the pod kubectl would refuse to evict (then the node is not started at all)."""
     pdbs = {
         g.ref for p in chosen for g in selection.guarding(p, ctx.pdbs) if g.disruptions_allowed <= 0
     }
-    wait = Outcome(
+    wait = RolloutOutcome(
         node=node.name,
         phase=ReportPhase.PENDING,
         why="",
@@ -223,12 +223,12 @@ def _waiting(ctx: Context, node: NodeView, chosen: Sequence[PodView]) -> Outcome
     hard = [h for p in chosen if (h := selection.hard_blocker(p, ctx.policy.drain, ctx.pdbs))]
     if hard:
         wait.why = f"not started, the drain could not finish: {'; '.join(hard)}"
-        wait.problem = Problem("DrainBlocked", wait.why)
+        wait.problem = RolloutProblem("DrainBlocked", wait.why)
     return wait
 
 
 def room_for(
-    ctx: Context,
+    ctx: StepContext,
     nodes: Sequence[NodeView],
     taken: Mapping[str, Unavailable],
     released: Mapping[str, NodeView],
@@ -248,7 +248,9 @@ def room_for(
     return ledger
 
 
-def start(ctx: Context, node: NodeView, d: DesiredNode, slot: str, wait: Outcome) -> Outcome:
+def start(
+    ctx: StepContext, node: NodeView, d: DesiredNode, slot: str, wait: RolloutOutcome
+) -> RolloutOutcome:
     """Reserve the node (state written *before* the cordon, with the original schedulability)."""
     why = f"cordon {node.name}: layout {d.target} differs; {slot}"
     check(node.state.phase if node.state else None, Phase.CORDONED, node.name)  # or settled
@@ -265,7 +267,7 @@ def start(ctx: Context, node: NodeView, d: DesiredNode, slot: str, wait: Outcome
         acts.append(act.AddTaint(node.name, GEOMETRY_PENDING, why))
     if not node.unschedulable:
         acts.append(act.Cordon(node.name, why))
-    return Outcome(
+    return RolloutOutcome(
         node=node.name,
         phase=ReportPhase.CORDONED,
         why=why,

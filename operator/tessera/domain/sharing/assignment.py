@@ -2,7 +2,7 @@
 
 A node can only run one device-plugin config, so overlapping policies are
 resolved here: the highest ``priority`` among the policies selecting a node
-wins; a tie at the top is a Conflict, reported on every tied policy with the
+wins; a tie at the top is an AssignmentConflict, reported on every tied policy with the
 nodes involved, and those nodes are *held* (they keep whatever config they
 run now) rather than flip-flopping between the tied policies.
 """
@@ -39,7 +39,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Conflict:
+class AssignmentConflict:
     """Policies tied at the top priority on ``nodes``."""
 
     policies: tuple[str, ...]
@@ -60,13 +60,13 @@ class Conflict:
 class Assignment:
     owner: Mapping[str, str] = field(default_factory=dict)  # node -> winning policy
     held: frozenset[str] = frozenset()  # nodes in a conflict: keep their config
-    conflicts: tuple[Conflict, ...] = ()
+    conflicts: tuple[AssignmentConflict, ...] = ()
     selecting: frozenset[str] = frozenset()  # policies whose selector matches some node
 
     def nodes_of(self, policy: str) -> tuple[str, ...]:
         return tuple(sorted(n for n, p in self.owner.items() if p == policy))
 
-    def conflicts_of(self, policy: str) -> tuple[Conflict, ...]:
+    def conflicts_of(self, policy: str) -> tuple[AssignmentConflict, ...]:
         return tuple(c for c in self.conflicts if policy in c.policies)
 
 
@@ -87,7 +87,7 @@ def assign(policies: Sequence[Policy], nodes: Iterable[NodeFacts]) -> Assignment
         else:
             tied[(tuple(winners), top)].append(node.name)
     conflicts = tuple(
-        Conflict(names, priority, tuple(sorted(held)))
+        AssignmentConflict(names, priority, tuple(sorted(held)))
         for (names, priority), held in sorted(tied.items())
     )
     held = frozenset(n for c in conflicts for n in c.nodes)

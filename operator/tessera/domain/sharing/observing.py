@@ -1,6 +1,6 @@
 """What a SharingPolicy pass reads of HAMi's node configs and the device-plugin ConfigMap.
 
-Raw ConfigMaps → ``planning.Observed``, for the controller and ``tessera plan``
+Raw ConfigMaps → ``planning.SharingObserved``, for the controller and ``tessera plan``
 alike (split from ``tessera.domain.cluster.objects``). Pure: objects in, values out.
 """
 
@@ -59,10 +59,10 @@ def sharing_observed(
     plugin_map: Raw | None,
     nvidia: ParsedHami,
     ascend: ParsedHami,
-) -> planning.Observed:
+) -> planning.SharingObserved:
     """What a sharing plan reads. An absent device-plugin ConfigMap stays absent (``None``),
     never an empty one: planning writes no map on a cluster that has none and no NVIDIA node."""
-    return planning.Observed(
+    return planning.SharingObserved(
         tuple(facts),
         None if plugin_map is None else plugin_map.get("data") or {},
         (plugin_map or {}).get("metadata", {}).get("annotations") or {},

@@ -28,7 +28,7 @@ from tessera.domain.sharing.rules import Note, RuleError
 
 
 @dataclass(frozen=True)
-class Observed:
+class SharingObserved:
     """What the controller read this pass; documents are parsed, absent = None."""
 
     nodes: tuple[NodeFacts, ...]
@@ -41,7 +41,7 @@ class Observed:
 
 
 @dataclass(frozen=True)
-class Settings:
+class SharingSettings:
     plugin_map: configmap.ConfigMapRef = field(default_factory=configmap.ConfigMapRef)
     hami_nvidia_where: str = "kube-system/hami-device-plugin (config.json)"
     hami_ascend_where: str = "kube-system/hami-device-node-config (node-config.yaml)"
@@ -71,11 +71,11 @@ class SharingPlan:
 
 def plan(
     policies: Sequence[Policy],
-    seen: Observed,
-    settings: Settings | None = None,
+    seen: SharingObserved,
+    settings: SharingSettings | None = None,
     cleared: frozenset[str] = frozenset(),
 ) -> SharingPlan:
-    cfg = settings or Settings()
+    cfg = settings or SharingSettings()
     ref = cfg.plugin_map
     data = dict(seen.plugin_data or {})
     assignment = assign(policies, seen.nodes)
@@ -131,8 +131,8 @@ def _node_failures(node: NodeFacts, result: PolicyResult | None) -> list[RuleErr
 
 
 def _maps(
-    seen: Observed,
-    cfg: Settings,
+    seen: SharingObserved,
+    cfg: SharingSettings,
     data: dict[str, str],
     results: Mapping[str, PolicyResult],
     targets: Mapping[str, configmap.Target],

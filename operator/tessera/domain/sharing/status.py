@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tessera.domain.base.conditions import Status, Verdict
-from tessera.domain.sharing.assignment import Conflict
+from tessera.domain.sharing.assignment import AssignmentConflict
 from tessera.domain.sharing.device_plugin import GPU
 from tessera.domain.sharing.nodes import NodeFacts, hami_gpus
 from tessera.domain.sharing.outcomes import PolicyResult
@@ -122,7 +122,7 @@ def _verdict(
     result: PolicyResult,
     governed: set[str],
     applied: int,
-    conflicts: Iterable[Conflict],
+    conflicts: Iterable[AssignmentConflict],
     unregistered: Mapping[str, str],
 ) -> Verdict:
     true: Status = "True"

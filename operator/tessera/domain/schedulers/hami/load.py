@@ -53,7 +53,7 @@ Path = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
-class Problem:
+class LoadProblem:
     """One place HAMi ``version`` cannot load: where, and what is wrong there."""
 
     path: Path
@@ -152,7 +152,7 @@ class Unloadable(yaml_text.YamlInvalidError):
     """The file Tessera would write (or leave) is one HAMi's scheduler cannot load; the line
     and column are those of the first problem."""
 
-    def __init__(self, found: Sequence[Problem], version: Version, line: int, column: int):
+    def __init__(self, found: Sequence[LoadProblem], version: Version, line: int, column: int):
         super().__init__(line, column, summary(found, version))
         self.problems, self.version = tuple(found), version
 
@@ -179,7 +179,7 @@ def refuse(text: str, version: Version, stored: str | None = None) -> None:
     raise Unloadable(found, version, *mark)
 
 
-def _mark(text: str, problem: Problem) -> tuple[int, int] | None:
+def _mark(text: str, problem: LoadProblem) -> tuple[int, int] | None:
     root = yaml_text.compose(text)
     path: list[str | int] = list(problem.path)
     if problem.chip and path[:1] == ["vnpus"]:  # the entry by its chip, in either shape
@@ -198,24 +198,24 @@ def _mark(text: str, problem: Problem) -> tuple[int, int] | None:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
-def problems(doc: Any, version: Version) -> tuple[Problem, ...]:
+def problems(doc: Any, version: Version) -> tuple[LoadProblem, ...]:
     """Every place of the parsed file (``yaml.safe_load``) HAMi ``version`` refuses; () if
     it loads."""
     if doc is None:
         return ()
-    found: list[Problem] = []
+    found: list[LoadProblem] = []
     _check(doc, schema(version), (), version, "", found)
     return tuple(found)
 
 
 def _check(
-    value: Any, shape: Shape, path: Path, version: Version, chip: str, out: list[Problem]
+    value: Any, shape: Shape, path: Path, version: Version, chip: str, out: list[LoadProblem]
 ) -> None:
     if value is None:
         return  # yaml.v2: null sets the zero value, whatever the type
     wrong = _wrong(value, shape)
     if wrong:
-        out.append(Problem(path, version, f"{wrong} where it reads {_name(shape)}", chip))
+        out.append(LoadProblem(path, version, f"{wrong} where it reads {_name(shape)}", chip))
         return
     if isinstance(shape, ListOf):
         entries = path in (("vnpus",), ("vnpus", "configs"))
@@ -283,7 +283,7 @@ def _name(shape: Shape) -> str:
     }[shape]
 
 
-def summary(found: Sequence[Problem], version: Version) -> str:
+def summary(found: Sequence[LoadProblem], version: Version) -> str:
     """One line naming the problems (the first three, then a count)."""
     shown = "; ".join(str(p) for p in found[:3])
     more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
