@@ -39,6 +39,11 @@ class NodeWrapper(Wrapper):
         self._status["conditions"] = [{"type": "Ready", "status": status}]
         return self
 
+    def heartbeat(self, at: str) -> Self:
+        """The kubelet's last heartbeat ``at`` on the Ready condition :meth:`ready` set."""
+        self._status["conditions"][0]["lastHeartbeatTime"] = at
+        return self
+
     def allocatable(self, resources: Mapping[str, str]) -> Self:
         """``status.allocatable``, exactly ``resources``."""
         self._status["allocatable"] = dict(resources)

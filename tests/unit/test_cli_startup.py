@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from builders import NamespaceWrapper, TenantQuotaWrapper
+
 PROBE = """
 import json, sys
 from tessera.cli.main import main
@@ -41,22 +43,9 @@ def test_version_loads_neither_the_client_nor_kopf() -> None:
 
 def test_plan_from_a_snapshot_loads_neither_the_client_nor_kopf(tmp_path: Path) -> None:
     snapshot = tmp_path / "cluster.yaml"
-    snapshot.write_text(
-        yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
-    )
+    snapshot.write_text(yaml.safe_dump(NamespaceWrapper("team-a").obj()))
     manifest = tmp_path / "tq.yaml"
-    manifest.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "tessera.io/v1alpha1",
-                "kind": "TenantQuota",
-                "metadata": {"name": "team-a"},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "a"}},
-                    "hard": {"nvidia.com/gpu": 1},
-                },
-            }
-        )
-    )
+    quota = TenantQuotaWrapper("team-a").namespaces(**{"kubernetes.io/metadata.name": "a"})
+    manifest.write_text(yaml.safe_dump(quota.hard({"nvidia.com/gpu": 1}).obj()))
     result = _run("plan", "-f", str(manifest), "--snapshot", str(snapshot))
     assert result == {"code": 2, "loaded": []}  # 2: changes (the TenantQuota is created)

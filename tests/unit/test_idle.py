@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from builders import NodeWrapper
 from tessera.controllers.skipping import NodeChanges, Passes
 from tessera.domain.base.conditions import Verdict
 from tessera.domain.base.idle import Converged, converged, node_fingerprint, skip
@@ -54,12 +55,9 @@ def test_converged(
 
 
 def _node(**labels: str) -> dict[str, Any]:
-    ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}
-    return {
-        "metadata": {"name": "gpu-1", "resourceVersion": "1", "labels": labels},
-        "spec": {},
-        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [ready]},
-    }
+    built = NodeWrapper("gpu-1").meta(resourceVersion="1").labels(labels)
+    built = built.allocatable({"nvidia.com/gpu": "8"}).ready()
+    return built.heartbeat("2026-01-01T00:00:00Z").obj()
 
 
 def test_a_heartbeat_is_no_change_a_label_is() -> None:

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 
+from builders import NodeWrapper
 from tessera.adapters.kube import ApiError, Kube
 from tessera.adapters.node_cache import NodeCache
 
@@ -21,7 +22,7 @@ class Clock:
 
 
 def _node(name: str, version: str, **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": version, "labels": labels}}
+    return NodeWrapper(name).meta(resourceVersion=version).labels(labels).obj()
 
 
 def _cache(*nodes: dict[str, Any]) -> tuple[NodeCache, Clock, list[str]]:

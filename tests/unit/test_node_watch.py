@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+from builders import NodeWrapper
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube
 from tessera.adapters.node_watch import NodeWatch
@@ -14,8 +15,7 @@ from tessera.domain.base.idle import node_fingerprint
 
 
 def _node(name: str, beat: str = "0", **labels: str) -> dict[str, Any]:
-    ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": beat}
-    return {"metadata": {"name": name, "labels": labels}, "status": {"conditions": [ready]}}
+    return NodeWrapper(name).labels(labels).ready().heartbeat(beat).obj()
 
 
 def _watch() -> tuple[NodeWatch, list[tuple[str, str | None]]]:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from builders import GeometryWrapper
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.domain.base.conditions import Verdict
@@ -176,15 +177,11 @@ def test_no_conflict_leaves_the_verdict_alone() -> None:
 
 
 def test_claimants_skip_pools_being_deleted_and_pools_whose_spec_does_not_parse() -> None:
-    def obj(name: str, spec: object, **meta: str) -> dict[str, object]:
-        return {"metadata": {"name": name, **meta}, "spec": spec}
-
-    selector = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: "x"}}}
     found = pool_claims.claimants(
         [
-            obj("a", selector),
-            obj("gone", selector, deletionTimestamp="2026-08-01T10:00:00Z"),
-            obj("broken", {"nodeSelector": "not a selector"}),
+            GeometryWrapper("a").pool("x").obj(),
+            GeometryWrapper("gone").pool("x").meta(deletionTimestamp="2026-08-01T10:00:00Z").obj(),
+            GeometryWrapper("broken").spec(nodeSelector="not a selector").obj(),
         ]
     )
     assert found == {"a": sel("x")}

@@ -95,10 +95,8 @@ def world(*items: Raw) -> Cluster:
 
 def whole_gpu_nodes(pool: str, count: int) -> list[Raw]:
     """A30s without MIG: what sharing policies share."""
-    nodes = gpu_nodes(pool, count, "A30-24GB", 4)
-    for n in nodes:
-        n["metadata"]["labels"][c.MIG_STRATEGY_LABEL] = "none"
-    return nodes
+    specs = fleet.pool(pool, "A30-24GB", count, 4)
+    return [NodeWrapper.simulated(s).label(c.MIG_STRATEGY_LABEL, "none").obj() for s in specs]
 
 
 def sharing_applied(items: list[Raw], *policies: Raw) -> list[Raw]:

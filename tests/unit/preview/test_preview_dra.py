@@ -162,13 +162,12 @@ def test_a_node_the_layout_does_not_fit_keeps_what_it_publishes() -> None:
 
 def test_a_tenant_quota_in_dra_units_is_planned_and_compared_with_predicted_devices() -> None:
     pool = dra_pool("inf").layout(LAYOUT_B).obj()  # 1 node x 8 x 7 = 56 devices of MIG1
-    tenant = (
+    quota = (
         TenantQuotaWrapper("team-a")
         .namespaces(team="a")
         .hard({"count/resourceclaims.resource.k8s.io": 10})
-        .total({DEV1: 100})
-        .obj()
     )
+    tenant = quota.total({DEV1: 100}).obj()
     cluster = world(*gpu_nodes("inf", 1), namespace("a-1", team="a"))
     result = preview.preview(cluster, [pool, tenant], T0)
     [tq] = [o for o in result.objects if o.kind == "TenantQuota"]
@@ -180,9 +179,7 @@ def test_a_tenant_quota_in_dra_units_is_planned_and_compared_with_predicted_devi
     assert (
         impact.after and f"{DEV1}: tenants team-a (100) promise 100 > capacity 56" in impact.message
     )
-    fits = preview.preview(
-        cluster, [pool, {**tenant, "spec": {**tenant["spec"], "total": {DEV1: 56}}}], T0
-    )
+    fits = preview.preview(cluster, [pool, quota.total({DEV1: 56}).obj()], T0)
     assert fits.tenants == ()
 
 

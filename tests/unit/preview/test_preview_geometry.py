@@ -49,7 +49,7 @@ def test_hash_is_the_rollout_engines_hash_of_the_same_observation() -> None:
 def test_converged_pool_is_no_change() -> None:
     pool = npg("inf", LAYOUT_A)
     nodes, cm = converged(gpu_nodes("inf", 2), pool)
-    live = {**pool, "spec": {**pool["spec"], "rollout": {"maxUnavailable": 1}}}
+    live = npg("inf", LAYOUT_A, maxUnavailable=1)
     result = preview.preview(world(*nodes, cm, live), [pool], T0)
     obj = _one(result)
     assert obj.action == "unchanged"  # defaults filled in by the API server are no difference

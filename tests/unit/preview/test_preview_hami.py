@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from builders import NodeWrapper
+from builders import NodeWrapper, SharingPolicyWrapper
 from devcluster import fleet
 from tessera.api import constants as c
 from tessera.domain.preview import Cluster, preview
@@ -39,17 +39,9 @@ def _cluster(
 
 
 def _policy(name: str, soft: bool = True, **hami: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "tessera.io/v1alpha1",
-        "kind": "SharingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {c.POOL_LABEL: "npu"}},
-            "backend": "Exclusive",
-            "ascend": {"softSlicing": soft},
-            "scheduler": {"name": "HAMi", **({"hami": hami} if hami else {})},
-        },
-    }
+    scheduler = {"name": "HAMi", **({"hami": hami} if hami else {})}
+    built = SharingPolicyWrapper(name).pool("npu").backend("Exclusive")
+    return built.spec(ascend={"softSlicing": soft}, scheduler=scheduler).obj()
 
 
 def _problems(p: Any, name: str) -> tuple[str, ...]:

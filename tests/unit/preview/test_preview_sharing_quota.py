@@ -6,7 +6,8 @@ from typing import Any
 
 from preview_builders import T0, converged, gpu_nodes, namespace, npg, pod, sharing_applied, world
 
-from builders import LAYOUT_A, LAYOUT_B, SharingPolicyWrapper, TenantQuotaWrapper
+from builders import LAYOUT_A, LAYOUT_B, NodeWrapper, SharingPolicyWrapper, TenantQuotaWrapper
+from devcluster import fleet
 from tessera.api import constants as c
 from tessera.domain import preview
 from tessera.domain.preview import Raw
@@ -20,10 +21,8 @@ def _sp(name: str, pool: str, backend: str, **section: Any) -> dict[str, Any]:
 
 
 def _whole_gpu_nodes(pool: str, count: int) -> list[Raw]:
-    nodes = gpu_nodes(pool, count, "A30-24GB", 4)
-    for n in nodes:
-        n["metadata"]["labels"].update(WHOLE)
-    return nodes
+    specs = fleet.pool(pool, "A30-24GB", count, 4)
+    return [NodeWrapper.simulated(s).labels(WHOLE).obj() for s in specs]
 
 
 def test_first_time_slicing_config_is_in_place_and_diffs_the_device_plugin_map() -> None:

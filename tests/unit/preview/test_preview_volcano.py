@@ -9,9 +9,8 @@ from typing import Any
 
 import yaml
 
-from builders import NodeWrapper
+from builders import NodeWrapper, SharingPolicyWrapper
 from devcluster import fleet
-from tessera.api import constants as c
 from tessera.domain.preview import Cluster, preview
 from tessera.domain.preview.schedulers import named
 
@@ -47,17 +46,9 @@ def _deployment(ns: str, name: str, image: str) -> dict[str, Any]:
 
 
 def _policy(name: str, **volcano: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "tessera.io/v1alpha1",
-        "kind": "SharingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {c.POOL_LABEL: "npu"}},
-            "backend": "Exclusive",
-            "ascend": {"softSlicing": False},
-            "scheduler": {"name": "Volcano", "volcano": {"weight": 10, **volcano}},
-        },
-    }
+    scheduler = {"name": "Volcano", "volcano": {"weight": 10, **volcano}}
+    built = SharingPolicyWrapper(name).pool("npu").backend("Exclusive")
+    return built.spec(ascend={"softSlicing": False}, scheduler=scheduler).obj()
 
 
 def _cluster(conf: str | None = CONF, tag: str = "v1.16.0", *more: dict[str, Any]) -> Cluster:

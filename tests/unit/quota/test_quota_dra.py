@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 from quota_builders import MIG, members, rq, spec
 
+from builders.dra import DeviceClassWrapper
 from tessera.domain.dra import naming
 from tessera.domain.quota import devices, names, objects
 from tessera.domain.quota.planning import plan
@@ -75,7 +76,7 @@ def test_total_in_devices_is_split_and_never_exceeded() -> None:
 
 def _class(name: str, *expressions: str, **spec: Any) -> dict[str, Any]:
     selectors = [{"cel": {"expression": e}} for e in expressions]
-    return {"metadata": {"name": name}, "spec": {"selectors": selectors, **spec}}
+    return DeviceClassWrapper(name).spec({"selectors": selectors, **spec}).obj()
 
 
 def _slice(node: str, generation: int, *kinds: str) -> dict[str, Any]:

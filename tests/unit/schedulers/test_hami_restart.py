@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from builders import PodWrapper
 from tessera.domain.schedulers.hami import restart as r
 
 CHANGE = "2026-12-02T03:00:00Z"
@@ -28,15 +29,8 @@ def _deployment(replicas: int = 1, *, updated: int = 1, available: int = 1, seen
 
 
 def _pod(name: str, created: str, labels: dict[str, str] = LABELS, gone: bool = False) -> Any:
-    meta: dict[str, Any] = {
-        "name": name,
-        "uid": f"uid-{name}",
-        "creationTimestamp": created,
-        "labels": labels,
-    }
-    if gone:
-        meta["deletionTimestamp"] = created
-    return {"metadata": meta}
+    built = PodWrapper(name).meta(uid=f"uid-{name}", creationTimestamp=created).labels(labels)
+    return (built.meta(deletionTimestamp=created) if gone else built).obj()
 
 
 # (deployment, pods, what has not read the change; None: all has)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from builders import PodWrapper
 from tessera.api.v1alpha1.scheduler import SchedulerSpec
 from tessera.api.v1alpha1.sharingpolicy import HamiCore
 from tessera.domain.schedulers.demands import ObjectKey, PolicyDemand, VolcanoDemand
@@ -152,8 +153,8 @@ CHANGE = "2026-12-02T01:00:00Z"
 
 def pod(name: str, created: str, restarted: str = "", **more: Any) -> dict[str, Any]:
     notes = {r.RESTARTED_AT: restarted} if restarted else {}
-    meta = {"name": name, "labels": {"app": "volcano-scheduler"}, "creationTimestamp": created}
-    return {"metadata": {**meta, "annotations": notes, **more}}
+    built = PodWrapper(name).label("app", "volcano-scheduler").meta(creationTimestamp=created)
+    return built.annotations(notes).meta(**more).obj()
 
 
 DEPLOYMENT = {"spec": {"replicas": 1, "selector": {"matchLabels": {"app": "volcano-scheduler"}}}}
@@ -176,13 +177,10 @@ DEPLOYMENT = {"spec": {"replicas": 1, "selector": {"matchLabels": {"app": "volca
         ([], ["(no pod yet)"]),
         (
             [
-                {
-                    "metadata": {
-                        "name": "other",
-                        "labels": {"app": "x"},
-                        "creationTimestamp": "2026-12-02T00:00:00Z",
-                    }
-                }
+                PodWrapper("other")
+                .label("app", "x")
+                .meta(creationTimestamp="2026-12-02T00:00:00Z")
+                .obj()
             ],
             ["(no pod yet)"],
         ),
