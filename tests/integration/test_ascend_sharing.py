@@ -184,6 +184,30 @@ def test_soft_slicing_writes_only_tesseras_fields_and_a_converged_policy_writes_
     eventually(lambda: _passes(operator, "asc-sp-a", mark) >= 3, 30, "three passes (>= 2 resyncs)")
     assert _config_map(kube)["metadata"]["resourceVersion"] == version  # type: ignore[index]
 
+    # Git moves to the new spelling (mode: HAMiCore, the boolean dropped): the same mode, so
+    # the new generation is Ready with nothing written on any node nor in HAMi's config
+    before = {n: _held(node(kube, n)) for n in names}
+    renamed = {"spec": {"ascend": {"mode": "HAMiCore", "softSlicing": None}}}
+    generation = kube.patch(f"{SP}/asc-sp-a", renamed)["metadata"]["generation"]
+    assert generation > obj["metadata"]["generation"]
+    again = wait_ready(kube, "asc-sp-a")
+    assert again["status"]["observedGeneration"] == generation
+    assert again["status"]["advertised"] == {NPU: "16"}
+    assert _config_map(kube)["metadata"]["resourceVersion"] == version  # type: ignore[index]
+    assert {n: _held(node(kube, n)) for n in names} == before  # no label moved, no cordon
+
+
+def _held(obj: Obj) -> tuple[Any, ...]:
+    """What a rollout would change on a node: its labels, annotations, cordon and taints."""
+    meta = obj["metadata"]
+    spec = obj.get("spec", {})
+    return (
+        meta.get("labels"),
+        meta.get("annotations"),
+        spec.get("unschedulable"),
+        spec.get("taints"),
+    )
+
 
 # -- 2. in place vs. cordon/drain ------------------------------------------------------------------
 

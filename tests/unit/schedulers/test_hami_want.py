@@ -66,7 +66,7 @@ def test_agreeing_policies_join_into_one_want() -> None:
         ([ask("a", core=HamiCore(device_split_count=4)), ask("b", core=HamiCore())],
          {"a": "Conflict", "b": "Conflict"}, "b wants deviceSplitCount 10"),
         ([ask("a", version="v2.8.0")],
-         {"a": "SchedulerTrap"}, "spec.ascend.softSlicing needs HAMi v2.9 or newer"),
+         {"a": "SchedulerTrap"}, "spec.ascend.mode HAMiCore (softSlicing: true) needs HAMi v2.9 or newer"),
         ([ask("a", chips=("910Z9",))],
          {"a": "SchedulerTrap"}, "chip 910Z9 of its nodes has no vnpus entry"),
     ],

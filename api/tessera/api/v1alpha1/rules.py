@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tessera.api.v1alpha1 import mig_profiles, vgpu
+from tessera.api.v1alpha1 import backends, mig_profiles, vgpu
 from tessera.api.v1alpha1 import scheduler as sched
 from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
@@ -28,7 +28,13 @@ from tessera.api.v1alpha1.common import (
     VNPU_TEMPLATE_PATTERN,
 )
 from tessera.api.v1alpha1.nodepoolgeometry import NOTHING_DECLARED
-from tessera.api.v1alpha1.sharingpolicy import PER_DEVICE_IN_CLASS
+from tessera.api.v1alpha1.sharingpolicy import (
+    ASCEND_MODE_AND_SOFT_SLICING,
+    PER_DEVICE_IN_CLASS,
+    no_dra_message,
+)
+from tessera.api.v1alpha1.sharingpolicy import block_message as _block_message
+from tessera.api.v1alpha1.sharingpolicy import dra_block_message as _dra_block_message
 
 Spec = Mapping[str, Any]
 Broken = tuple[str, str]  # (field under spec, the CRD's message)
@@ -49,9 +55,8 @@ DRA_MIXED_ONLY = (
     "device by profile"
 )
 DRA_NEEDS_POOL = "spec.dra needs poolRef: DRA sharing is declared for a pool with allocation: DRA"
-DRA_NO_HAMI = "backend HAMiCore has no DRA form: NVIDIA's DRA driver shares by TimeSlicing or MPS"
-DRA_BLOCKS = (("timeSlicing", "TimeSlicing"), ("mps", "MPS"))
-_BLOCKS = (("timeSlicing", "TimeSlicing"), ("mps", "MPS"), ("hamiCore", "HAMiCore"))
+DRA_BLOCKS = backends.dra_blocks()
+_BLOCKS = backends.blocks()
 _KEYS = {
     "profiles": (MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me"),
     "templates": (
@@ -85,24 +90,14 @@ def messages() -> frozenset[str]:
         DRA_NOT_ASCEND,
         DRA_MIXED_ONLY,
         DRA_NEEDS_POOL,
-        DRA_NO_HAMI,
     }
     fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
     fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA, PER_DEVICE_IN_CLASS}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
+    blocks |= {no_dra_message(backend) for backend in backends.not_dra()}
+    blocks |= {ASCEND_MODE_AND_SOFT_SLICING}
     blocks |= {_dra_block_message(block, backend) for block, backend in DRA_BLOCKS}
     return frozenset({*fixed, *blocks, *(message for _, message in _KEYS.values())})
-
-
-def _block_message(block: str, backend: str) -> str:
-    return (
-        f"spec.{block} must be set exactly when backend is {backend}, and never with spec.dra "
-        "(a DRA pool's policy sets spec.dra instead)"
-    )
-
-
-def _dra_block_message(block: str, backend: str) -> str:
-    return f"spec.dra.{block} is for backend {backend}"
 
 
 def first_broken(kind: str, spec: Spec) -> Broken | None:
@@ -201,14 +196,21 @@ def _sharing(spec: Spec) -> Iterator[Broken]:
     if dra is not None:
         if "poolRef" not in spec:
             yield "dra", DRA_NEEDS_POOL
-        if spec.get("backend") == "HAMiCore":
-            yield "backend", DRA_NO_HAMI
+        if spec.get("backend") in backends.not_dra():
+            yield "backend", no_dra_message(str(spec.get("backend")))
         for block, backend in DRA_BLOCKS:
             if block in (dra or {}) and spec.get("backend") != backend:
                 yield f"dra.{block}", _dra_block_message(block, backend)
         mps = (dra or {}).get("mps") if isinstance(dra, Mapping) else None
         if isinstance(mps, Mapping) and mps.get("defaultPerDevicePinnedMemoryLimit"):
             yield "dra.mps.defaultPerDevicePinnedMemoryLimit", PER_DEVICE_IN_CLASS
+    ascend = spec.get("ascend")
+    if (
+        isinstance(ascend, Mapping)
+        and {"mode", "softSlicing"} <= ascend.keys()
+        and ascend["softSlicing"] != (ascend["mode"] == "HAMiCore")
+    ):
+        yield "ascend.softSlicing", ASCEND_MODE_AND_SOFT_SLICING
     yield from _scheduler(spec)
     yield from _rollout(spec)
 

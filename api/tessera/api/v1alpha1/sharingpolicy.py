@@ -7,6 +7,15 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from tessera.api.v1alpha1 import scheduler as scheduler_rules
+from tessera.api.v1alpha1.backends import (
+    ASCEND_MODES,
+    BACKENDS,
+    Backend,
+    ServedAscendMode,
+    blocks,
+    dra_blocks,
+    not_dra,
+)
 from tessera.api.v1alpha1.common import (
     QUANTITY_PATTERN,
     ApiModel,
@@ -18,7 +27,6 @@ from tessera.api.v1alpha1.common import (
 )
 from tessera.api.v1alpha1.scheduler import SchedulerSpec, SchedulerStatus
 
-BACKENDS = ("Exclusive", "TimeSlicing", "MPS", "HAMiCore")
 PER_DEVICE_FIELD = "spec.dra.mps.defaultPerDevicePinnedMemoryLimit"
 PER_DEVICE_WHY = (
     "cannot be set: a SharingPolicy's config goes into DeviceClasses, which apply to every "
@@ -32,7 +40,13 @@ PER_DEVICE_IN_CLASS = f"{PER_DEVICE_FIELD} {PER_DEVICE_WHY}"
 """The CRD's message for per-device pinned-memory keys in a class-level config; its twins:
 ``api.v1alpha1.rules`` (``tessera plan``) and ``domain.dra.sharing`` (a policy stored before
 the rule existed)."""
-Backend = Literal["Exclusive", "TimeSlicing", "MPS", "HAMiCore"]
+ASCEND_MODE_AND_SOFT_SLICING = (
+    "spec.ascend.softSlicing is the old spelling of mode (true: HAMiCore, false: Templates) "
+    "and disagrees with spec.ascend.mode: set only mode"
+)
+
+
+_NAMES = tuple(BACKENDS)
 
 
 class PoolRef(ApiModel):
@@ -91,13 +105,42 @@ class HamiCore(ApiModel):
 
 
 class AscendSharing(ApiModel):
-    soft_slicing: bool = Field(
-        default=False,
-        description="Enable HAMi hami-vnpu-core soft slicing on matching Ascend nodes.",
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "!has(self.mode) || !has(self.softSlicing) || "
+                "self.softSlicing == (self.mode == 'HAMiCore')",
+                ASCEND_MODE_AND_SOFT_SLICING,
+                ".softSlicing",
+            )
+        )
+    )
+
+    mode: ServedAscendMode | None = Field(
+        default=None,
+        description="How matching Ascend nodes are shared: Templates (the driver's vir* "
+        "templates, allocated whole) or HAMiCore (HAMi hami-vnpu-core soft slicing). "
+        "Absent: from softSlicing.",
+    )
+    soft_slicing: bool | None = Field(
+        default=None,
+        description="Deprecated spelling of mode: true is HAMiCore, false or absent Templates.",
     )
     v_device_count: int = Field(
         default=4, ge=1, le=128, description="Virtual devices per NPU under soft slicing."
     )
+
+    @property
+    def effective_mode(self) -> ServedAscendMode:
+        """The mode, read the one way: ``mode``, else the old boolean converted."""
+        if self.mode is not None:
+            return self.mode
+        return "HAMiCore" if self.soft_slicing else "Templates"
+
+    @property
+    def soft(self) -> bool:
+        """HAMi's ``hamiVnpuCore``: the mode slices an NPU below its templates."""
+        return ASCEND_MODES[self.effective_mode].soft
 
 
 class NodeSummary(ApiModel):
@@ -150,12 +193,29 @@ class DraSharing(ApiModel):
     )
 
 
-def _block_rule(block: str, backend: str) -> dict[str, str]:
-    return cel(
-        f"has(self.dra) ? !has(self.{block}) : has(self.{block}) == (self.backend == '{backend}')",
+def block_message(block: str, backend: str) -> str:
+    """The CRD's message for a backend's spec block (``tessera plan`` says the same)."""
+    return (
         f"spec.{block} must be set exactly when backend is {backend}, and never with spec.dra "
-        "(a DRA pool's policy sets spec.dra instead)",
-        f".{block}",
+        "(a DRA pool's policy sets spec.dra instead)"
+    )
+
+
+def dra_block_message(block: str, backend: str) -> str:
+    return f"spec.dra.{block} is for backend {backend}"
+
+
+def no_dra_message(backend: str) -> str:
+    shared_by = " or ".join(b for _, b in dra_blocks())
+    return f"backend {backend} has no DRA form: NVIDIA's DRA driver shares by {shared_by}"
+
+
+def _block_rule(block_name: str, backend: str) -> dict[str, str]:
+    return cel(
+        f"has(self.dra) ? !has(self.{block_name}) : "
+        f"has(self.{block_name}) == (self.backend == '{backend}')",
+        block_message(block_name, backend),
+        f".{block_name}",
     )
 
 
@@ -166,29 +226,27 @@ class SharingPolicySpec(ApiModel):
                 "has(self.nodeSelector) != has(self.poolRef)",
                 "set exactly one of nodeSelector or poolRef",
             ),
-            _block_rule("timeSlicing", "TimeSlicing"),
-            _block_rule("mps", "MPS"),
-            _block_rule("hamiCore", "HAMiCore"),
+            *(_block_rule(block, backend) for block, backend in blocks()),
             cel(
                 "!has(self.dra) || has(self.poolRef)",
                 "spec.dra needs poolRef: DRA sharing is declared for a pool with allocation: DRA",
                 ".dra",
             ),
-            cel(
-                "!has(self.dra) || self.backend != 'HAMiCore'",
-                "backend HAMiCore has no DRA form: NVIDIA's DRA driver shares by TimeSlicing or "
-                "MPS",
-                ".backend",
+            *(
+                cel(
+                    f"!has(self.dra) || self.backend != '{backend}'",
+                    no_dra_message(backend),
+                    ".backend",
+                )
+                for backend in not_dra()
             ),
-            cel(
-                "!has(self.dra) || !has(self.dra.timeSlicing) || self.backend == 'TimeSlicing'",
-                "spec.dra.timeSlicing is for backend TimeSlicing",
-                ".dra.timeSlicing",
-            ),
-            cel(
-                "!has(self.dra) || !has(self.dra.mps) || self.backend == 'MPS'",
-                "spec.dra.mps is for backend MPS",
-                ".dra.mps",
+            *(
+                cel(
+                    f"!has(self.dra) || !has(self.dra.{block}) || self.backend == '{backend}'",
+                    dra_block_message(block, backend),
+                    f".dra.{block}",
+                )
+                for block, backend in dra_blocks()
             ),
             cel(
                 "!has(self.scheduler) || self.backend == 'HAMiCore' || has(self.ascend)",
@@ -213,7 +271,7 @@ class SharingPolicySpec(ApiModel):
         le=1000,
         description="On overlap the higher priority wins; equal priorities are a Conflict.",
     )
-    backend: Backend = Field(description="Exclusive, TimeSlicing, MPS or HAMiCore.")
+    backend: Backend = Field(description=f"{', '.join(_NAMES[:-1])} or {_NAMES[-1]}.")
     time_slicing: TimeSlicing | None = Field(default=None, description="For backend TimeSlicing.")
     mps: Mps | None = Field(default=None, description="For backend MPS.")
     hami_core: HamiCore | None = Field(default=None, description="For backend HAMiCore.")
@@ -224,7 +282,7 @@ class SharingPolicySpec(ApiModel):
         "device by referencing one ResourceClaim.",
     )
     ascend: AscendSharing | None = Field(
-        default=None, description="Soft slicing of matching Ascend nodes through HAMi."
+        default=None, description="How matching Ascend nodes are shared (mode)."
     )
     scheduler: SchedulerSpec | None = Field(
         default=None,

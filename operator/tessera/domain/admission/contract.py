@@ -104,7 +104,7 @@ def _ascend(spec: SharingPolicySpec, labels: Iterable[str]) -> AscendPart:
     found = {chip for label in labels if label and (chip := hami_chip(label)) is not None}
     chips = sorted(found) if found else sorted(HAMI_CHIPS)  # unknown: guard every HAMi chip
     words = sorted({hami_common_word(c) for c in chips})
-    soft = spec.ascend is not None and spec.ascend.soft_slicing
+    soft = spec.ascend is not None and spec.ascend.soft
     return AscendPart(
         chips=tuple(chips),
         counts=tuple(f"huawei.com/{w}" for w in words),

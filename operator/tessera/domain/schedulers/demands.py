@@ -46,7 +46,7 @@ class PolicyDemand:
     chips: tuple[str, ...] = ()
     """Ascend chips of its nodes, sorted: catalog names (``310P3``), else the label as read."""
     soft_slicing: bool = False
-    """``spec.ascend.softSlicing``: HAMi's global ``hamiVnpuCore`` (Volcano: hami-core mode)."""
+    """``spec.ascend`` mode HAMiCore (``AscendSharing.soft``): HAMi's global ``hamiVnpuCore`` (Volcano: hami-core mode)."""
     hami_core: HamiCore | None = None
     """``spec.hamiCore`` where ``backend: HAMiCore``: the NVIDIA split and scalings."""
     versions: Mapping[Component, Detected] = field(default_factory=dict)
@@ -93,7 +93,7 @@ def demand(
     """The policy's ask from its spec (``scheduler`` is its ``spec.scheduler``) and the
     labels of the nodes it governs."""
     hami_core = spec.hami_core if spec.backend == "HAMiCore" else None
-    soft = spec.ascend is not None and spec.ascend.soft_slicing
+    soft = spec.ascend is not None and spec.ascend.soft
     found = dict(versions or {})
     missing = dict(unknown or {})
     chips = chips_of(node_labels)

@@ -57,7 +57,7 @@ def nvidia_fields(spec: HamiCore) -> dict[str, Any]:
 
 def ascend_fields(spec: AscendSharing) -> dict[str, Any]:
     """Tessera's fields of one ``nodes`` entry; the slot count matters only when soft."""
-    if not spec.soft_slicing:
+    if not spec.soft:
         return {"hami-vnpu-core": False}
     return {"hami-vnpu-core": True, "vDeviceCount": spec.v_device_count}
 

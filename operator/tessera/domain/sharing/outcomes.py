@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tessera.api.v1alpha1.backends import block_of
 from tessera.domain.sharing import device_plugin, hami
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
@@ -37,10 +38,6 @@ class PolicyResult:
         return not self.errors
 
 
-def _block(backend: str) -> str:
-    return {"TimeSlicing": "timeSlicing", "MPS": "mps", "HAMiCore": "hamiCore"}.get(backend, "")
-
-
 def result_of(policy: Policy, mps_root: str = device_plugin.MPS_ROOT) -> PolicyResult:
     spec = policy.spec
     if policy.dra_pool:  # the pool decides the path: DeviceClasses, no key, no label, no HAMi
@@ -50,7 +47,7 @@ def result_of(policy: Policy, mps_root: str = device_plugin.MPS_ROOT) -> PolicyR
         why = RuleError(
             "spec.dra",
             f"pool {pool} has allocation: DevicePlugin, and spec.dra is for a pool with "
-            f"allocation: DRA (set spec.{_block(spec.backend)} instead, or allocation: DRA on "
+            f"allocation: DRA (set spec.{block_of(spec.backend)} instead, or allocation: DRA on "
             f"NodePoolGeometry {pool})",
         )
         return PolicyResult(policy.name, spec.backend, errors=(why,))

@@ -78,7 +78,7 @@ def join(where: str, demands: Sequence[PolicyDemand], present: Collection[str] =
         for d in demands:
             if d.soft_slicing:
                 text = (
-                    f"spec.ascend.softSlicing needs HAMi v2.9 or newer (vnpus.hamiVnpuCore, "
+                    f"spec.ascend.mode HAMiCore (softSlicing: true) needs HAMi v2.9 or newer (vnpus.hamiVnpuCore, "
                     f"hami-core mode); {where} is read by HAMi {detected}"
                 )
                 verdicts[d.policy] = _stalled(outcome.TRAP, text)
