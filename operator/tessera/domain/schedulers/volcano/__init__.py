@@ -2,7 +2,6 @@
 
 * ``plan``       what one ``volcano-scheduler.conf`` should hold for the policies naming it;
 * ``conf``       reading and editing the ``deviceshare`` plugin's arguments in place;
-* ``text``       the text helpers ``conf`` edits with;
 * ``geometries`` Tessera's ConfigMap of known geometries that ``deviceshare`` reads;
 * ``restart``    whether the scheduler has read the change, and the restart that makes it.
 """

@@ -16,6 +16,7 @@ asked for, and everything outside them is equal to what was read — else ``Conf
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,12 +24,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from tessera.domain.schedulers.volcano.text import Scalar, scalar
-from tessera.domain.schedulers.volcano.text import flow as _flow
-from tessera.domain.schedulers.volcano.text import last_end as _last_end
-from tessera.domain.schedulers.volcano.text import line_end as _line_end
-from tessera.domain.schedulers.volcano.text import line_start as _line_start
-from tessera.domain.schedulers.volcano.text import newline as _newline
+Scalar = bool | int | str
+
 
 __all__ = [
     "CM_NAME",
@@ -297,3 +294,55 @@ def _without_plugin(conf: Any) -> Any:
         for t in conf.get("tiers") or []
     ]
     return out
+
+
+# -- the text: values written as YAML that read back as themselves, line spans, a file's line
+# ending, and where a composed node's text really ends
+
+
+def _newline(text: str) -> str:
+    """The file's line ending (a CRLF file gets CRLF lines)."""
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def scalar(value: Scalar, style: str | None = None) -> str:
+    """A value as YAML text: plain when it reads back as itself, else JSON-quoted; a string
+    replacing a quoted one keeps its quotes (``style``: the node's)."""
+    if isinstance(value, str) and style == "'" and "'" not in value:
+        return f"'{value}'"
+    if isinstance(value, str) and style == '"':
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    plain = str(value)
+    try:
+        if plain and yaml.safe_load(plain) == value and "#" not in plain and ": " not in plain:
+            return plain
+    except yaml.YAMLError:
+        pass
+    return json.dumps(value)
+
+
+def _flow(target: Mapping[str, Scalar]) -> str:
+    return "{" + ", ".join(f"{k}: {scalar(v)}" for k, v in target.items()) + "}"
+
+
+def _line_start(text: str, index: int) -> int:
+    return text.rfind("\n", 0, index) + 1
+
+
+def _line_end(text: str, index: int) -> int:
+    end = text.find("\n", index)
+    return len(text) if end < 0 else end + 1
+
+
+def _last_end(node: Node) -> int:
+    """Index just past the last scalar of ``node`` (a block collection's own end mark lies
+    at the next token, possibly lines further down)."""
+    if isinstance(node, MappingNode) and node.value and not node.flow_style:
+        return _last_end(node.value[-1][1])
+    if isinstance(node, SequenceNode) and node.value and not node.flow_style:
+        return _last_end(node.value[-1])
+    return int(node.end_mark.index)
