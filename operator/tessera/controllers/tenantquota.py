@@ -21,7 +21,7 @@ from tessera.controllers import skeleton
 from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
 from tessera.domain.base import selectors
 from tessera.domain.base.conditions import Verdict
-from tessera.domain.quota import devices, objects, planning, recount, reporting, settling
+from tessera.domain.quota import charged, devices, objects, planning, reporting, settling
 from tessera.domain.quota import membership as membership_
 from tessera.domain.quota.names import device_class, quota_key
 from tessera.domain.quota.quantities import CountError, accelerators, counts
@@ -130,18 +130,18 @@ def _recount(
     ctx: Context, spec: TenantQuotaSpec, namespaces: Iterable[str]
 ) -> dict[str, dict[str, int]]:
     """Tessera's own count of what the tenant's namespaces hold, for the resources with a
-    ``total`` that it can recount (``recount``); read only for those, after the quotas."""
+    ``total`` that it can recount (``charged``); read only for those, after the quotas."""
     totals = list(spec.total or {})
-    by_pods, by_claims = recount.from_pods(totals), recount.from_claims(totals)
+    by_pods, by_claims = charged.from_pods(totals), charged.from_claims(totals)
     found: list[dict[str, dict[str, int]]] = []
     for ns in namespaces:
         if by_pods:
             pods = ctx.kube.list(path_of("v1", "pods", namespace=ns), field_selector=LIVE_PODS)
-            found.append(recount.pods(by_pods, pods, ctx.clock()))
+            found.append(charged.pods(by_pods, pods, ctx.clock()))
         if by_claims:
             claims = ctx.kube.list(f"{RESOURCE_API}/namespaces/{ns}/resourceclaims")
-            found.append(recount.claims(by_claims, claims))
-    return recount.merged(*found)
+            found.append(charged.claims(by_claims, claims))
+    return charged.merged(*found)
 
 
 def _busy(

@@ -12,7 +12,7 @@ import yaml
 from sharing_builders import check_golden, policy
 
 from tessera.domain.sharing import hami
-from tessera.domain.sharing.outcomes import result_of
+from tessera.domain.sharing.rendering import result_of
 
 NV_WHERE = "kube-system/hami-device-plugin (config.json)"
 ASC_WHERE = "kube-system/hami-device-node-config (node-config.yaml)"

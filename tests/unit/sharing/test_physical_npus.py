@@ -17,7 +17,7 @@ from builders import NodeWrapper
 from tessera.api import constants as c
 from tessera.domain.cluster import objects as cluster
 from tessera.domain.sharing import nodes, rollout_targets
-from tessera.domain.sharing.outcomes import result_of
+from tessera.domain.sharing.rendering import result_of
 from tessera.domain.sharing.status import advertised
 
 NPU = "huawei.com/Ascend310P"

@@ -12,7 +12,7 @@ from tessera.domain import rollout
 from tessera.domain.rollout import NodeState, NodeView, Phase, TargetSpec
 from tessera.domain.sharing import planning, rollout_targets
 from tessera.domain.sharing.assignment import assign
-from tessera.domain.sharing.outcomes import result_of
+from tessera.domain.sharing.rendering import result_of
 
 LABEL = "nvidia.com/device-plugin.config"
 MODE = rollout_targets.HAMI_MODE_LABEL

@@ -28,7 +28,7 @@ from tessera.domain.sharing import observing, planning, rollout_targets
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.configmap import ConfigMapRef
 from tessera.domain.sharing.nodes import NodeFacts
-from tessera.domain.sharing.outcomes import PolicyResult
+from tessera.domain.sharing.rendering import PolicyResult
 
 KIND = "SharingPolicy"
 

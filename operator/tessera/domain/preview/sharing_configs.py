@@ -18,7 +18,7 @@ from tessera.domain.preview.model import Locations, Raw
 from tessera.domain.preview.results import ConfigDiff, unified
 from tessera.domain.sharing import parsing, planning
 from tessera.domain.sharing.nodes import NodeFacts
-from tessera.domain.sharing.outcomes import PolicyResult
+from tessera.domain.sharing.rendering import PolicyResult
 
 
 def describe(result: PolicyResult) -> str:

@@ -11,7 +11,7 @@ reconcile from fresh observations):
 1. *Floor.* No namespace's limit is set below what it already uses: the API
    server never evicts, so a lower limit frees nothing and only hides what runs.
    Usage is the larger of ``status.used`` and Tessera's own recount of the pods
-   and ResourceClaims there (``recount``; the planner passes it in as ``used``):
+   and ResourceClaims there (``charged``; the planner passes it in as ``used``):
    ``status.used`` can be *undercounted*, because kube-controller-manager's
    quota controller recomputes it from its informer caches whenever it syncs a
    quota (on every ``spec.hard`` change, on replenishment, on its periodic

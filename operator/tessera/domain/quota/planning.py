@@ -89,7 +89,7 @@ def plan(
 ) -> QuotaPlan:
     """The plan for ``tenant``; ``seen`` holds every Tessera quota observed, of any tenant.
 
-    ``present`` is Tessera's own recount (``recount``), namespace → resource → count,
+    ``present`` is Tessera's own recount (``charged``), namespace → resource → count,
     for the resources it can recount; it guards against a ``status.used`` the quota
     controller undercounted (``allocation``, step 1). ``busy`` namespaces get no
     headroom moves in this pass (``settling``).

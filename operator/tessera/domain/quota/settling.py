@@ -4,7 +4,7 @@ Every ``spec.hard`` write makes kube-controller-manager's quota controller
 recount that namespace's ``status.used`` from its informer caches; a pod that
 admission charged a moment earlier and the caches do not hold yet is dropped
 from the count, and admission then lets the namespace take that much more,
-past its limit (``recount``, ``allocation``: the residual window). The window
+past its limit (``charged``, ``allocation``: the residual window). The window
 is open only while admission is charging the namespace, so Tessera does not
 move headroom into or out of a namespace whose usage changed within the last
 ``SETTLE``: such *moves* wait for a pass where it is quiet (``planning``).

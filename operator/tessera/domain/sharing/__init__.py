@@ -3,7 +3,7 @@
 ``planning.plan`` is the one call per reconcile; the modules it composes:
 
 * ``assignment``  exactly one policy per node (priority, Conflict, held nodes);
-* ``outcomes``    what each policy renders to (device-plugin config or HAMi fields);
+* ``rendering``   what each policy renders to (device-plugin config or HAMi fields);
 * ``device_plugin`` / ``parsing`` / ``node_rules``  config v1, the plugin's rules;
 * ``configmap``   the one device-plugin ConfigMap and node labels, keys before labels;
 * ``hami``        Tessera's fields in HAMi's NVIDIA and Ascend node configs (JSON patches);

@@ -23,7 +23,7 @@ from tessera.domain.sharing import changes, configmap, device_plugin, hami, node
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.changes import Change
 from tessera.domain.sharing.nodes import NodeFacts
-from tessera.domain.sharing.outcomes import PolicyResult, result_of
+from tessera.domain.sharing.rendering import PolicyResult, result_of
 from tessera.domain.sharing.rules import Note, RuleError
 
 

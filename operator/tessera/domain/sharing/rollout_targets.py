@@ -33,7 +33,7 @@ from tessera.domain.rollout import DesiredNode, NodeView, Phase
 from tessera.domain.sharing import hami
 from tessera.domain.sharing.assignment import Assignment
 from tessera.domain.sharing.nodes import NodeFacts
-from tessera.domain.sharing.outcomes import PolicyResult
+from tessera.domain.sharing.rendering import PolicyResult
 from tessera.domain.sharing.status import advertised
 
 HAMI_MODE_LABEL = "tessera.io/hami-mode"

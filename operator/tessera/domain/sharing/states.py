@@ -14,7 +14,7 @@ from typing import Any
 from tessera.domain.sharing import changes, configmap, device_plugin, parsing
 from tessera.domain.sharing.changes import Effective
 from tessera.domain.sharing.nodes import NodeFacts
-from tessera.domain.sharing.outcomes import PolicyResult
+from tessera.domain.sharing.rendering import PolicyResult
 
 
 def now(

@@ -26,8 +26,8 @@ from tessera.domain.base.conditions import Status, Verdict
 from tessera.domain.sharing.assignment import AssignmentConflict
 from tessera.domain.sharing.device_plugin import GPU
 from tessera.domain.sharing.nodes import NodeFacts, hami_gpus
-from tessera.domain.sharing.outcomes import PolicyResult
 from tessera.domain.sharing.planning import SharingPlan
+from tessera.domain.sharing.rendering import PolicyResult
 from tessera.domain.sharing.rules import summary
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from quota_builders import GPU, MIG
 
-from tessera.domain.quota import recount
+from tessera.domain.quota import charged
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 GPUS = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
@@ -107,14 +107,14 @@ G = "nvidia.com_gpu"
 def test_pod_requests_are_counted_as_the_pod_evaluator_does(
     case: str, pods: list[dict[str, Any]], want: dict[str, int]
 ) -> None:
-    got = recount.pods([MIG, GPU, GPUS], pods, NOW)
+    got = charged.pods([MIG, GPU, GPUS], pods, NOW)
     assert got == ({"a": want} if want else {}), case
 
 
 def test_pods_are_counted_per_namespace_and_only_for_extended_resources() -> None:
     pods = [pod(ctr(**{M: 1}), ns="a"), pod(ctr(**{M: 2}), ns="b")]
-    assert recount.pods([MIG], pods, NOW) == {"a": {MIG: 1}, "b": {MIG: 2}}
-    assert recount.pods([GPUS, recount.CLAIMS], pods, NOW) == {}
+    assert charged.pods([MIG], pods, NOW) == {"a": {MIG: 1}, "b": {MIG: 2}}
+    assert charged.pods([GPUS, charged.CLAIMS], pods, NOW) == {}
 
 
 def claim(*requests: dict[str, Any], ns: str = "a") -> dict[str, Any]:
@@ -134,26 +134,26 @@ def exactly(cls: str, mode: str = "ExactCount", count: int | None = None) -> dic
 @pytest.mark.parametrize(
     ("case", "claims", "want"),
     [
-        ("a claim with no request is one claim", [claim()], {recount.CLAIMS: 1, GPUS: 0, MIGS: 0}),
+        ("a claim with no request is one claim", [claim()], {charged.CLAIMS: 1, GPUS: 0, MIGS: 0}),
         (
             "ExactCount charges its count",
             [claim({"exactly": exactly("gpu.nvidia.com", count=2)})],
-            {recount.CLAIMS: 1, GPUS: 2, MIGS: 0},
+            {charged.CLAIMS: 1, GPUS: 2, MIGS: 0},
         ),
         (
             "count defaults to 1",
             [claim({"exactly": exactly("gpu.nvidia.com")})],
-            {recount.CLAIMS: 1, GPUS: 1, MIGS: 0},
+            {charged.CLAIMS: 1, GPUS: 1, MIGS: 0},
         ),
         (
             "All charges 32",
             [claim({"exactly": exactly("gpu.nvidia.com", "All")})],
-            {recount.CLAIMS: 1, GPUS: 32, MIGS: 0},
+            {charged.CLAIMS: 1, GPUS: 32, MIGS: 0},
         ),
         (
             "an unknown mode charges nothing",
             [claim({"exactly": exactly("gpu.nvidia.com", "Later")})],
-            {recount.CLAIMS: 1, GPUS: 0, MIGS: 0},
+            {charged.CLAIMS: 1, GPUS: 0, MIGS: 0},
         ),
         (
             "firstAvailable charges each class its largest subrequest",
@@ -168,7 +168,7 @@ def exactly(cls: str, mode: str = "ExactCount", count: int | None = None) -> dic
                     }
                 )
             ],
-            {recount.CLAIMS: 1, GPUS: 1, MIGS: 3},
+            {charged.CLAIMS: 1, GPUS: 1, MIGS: 3},
         ),
         (
             "requests and claims add up",
@@ -179,27 +179,27 @@ def exactly(cls: str, mode: str = "ExactCount", count: int | None = None) -> dic
                 ),
                 claim(),
             ],
-            {recount.CLAIMS: 2, GPUS: 3, MIGS: 0},
+            {charged.CLAIMS: 2, GPUS: 3, MIGS: 0},
         ),
     ],
 )
 def test_claims_are_counted_as_the_claim_evaluator_does(
     case: str, claims: list[dict[str, Any]], want: dict[str, int]
 ) -> None:
-    assert recount.claims([recount.CLAIMS, GPUS, MIGS, MIG], claims) == {"a": want}, case
+    assert charged.claims([charged.CLAIMS, GPUS, MIGS, MIG], claims) == {"a": want}, case
 
 
 def test_nothing_is_recounted_for_resources_that_need_no_recount() -> None:
     assert (
-        recount.from_pods([GPUS, recount.CLAIMS, "count/resourceclaimtemplates.resource.k8s.io"])
+        charged.from_pods([GPUS, charged.CLAIMS, "count/resourceclaimtemplates.resource.k8s.io"])
         == set()
     )
-    assert recount.from_claims([MIG, "count/resourceclaimtemplates.resource.k8s.io"]) == set()
-    assert recount.claims([MIG], [claim()]) == {}
+    assert charged.from_claims([MIG, "count/resourceclaimtemplates.resource.k8s.io"]) == set()
+    assert charged.claims([MIG], [claim()]) == {}
 
 
 def test_merged_joins_pod_and_claim_counts_per_namespace() -> None:
-    assert recount.merged({"a": {MIG: 1}}, {"a": {GPUS: 2}, "b": {GPUS: 1}}) == {
+    assert charged.merged({"a": {MIG: 1}}, {"a": {GPUS: 2}, "b": {GPUS: 1}}) == {
         "a": {MIG: 1, GPUS: 2},
         "b": {GPUS: 1},
     }
