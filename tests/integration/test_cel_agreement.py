@@ -128,7 +128,7 @@ BASES["hami-sched"] = edited("hami-a10", {"spec.scheduler": {"name": "HAMi"}})
 @dataclass(frozen=True)
 class Case:
     sample: str  # a key of BASES
-    edits: Mapping[str, Any]  # dotted path -> new value (DROP deletes)
+    edits: Mapping[str, Any]  # dotted path -> new value (DROP deletes; None writes null)
     refused: bool
     plan_says: str = ""  # the plan's words where the models word a refusal their own way
     also: tuple[str, ...] = ()  # rules no manifest can break without breaking this one too
@@ -163,12 +163,13 @@ def _layout_rules() -> dict[str, dict[str, list[Case]]]:
         ("vgpu", "a100-vms", VGPU_LAYOUT),
     ):
         first, added = f"spec.{block}.layouts.0.devices", f"spec.{block}.layouts.9"
-        undevised = {k: v for k, v in layout.items() if k != "devices"}
+        no_devices = {k: v for k, v in layout.items() if k != "devices"}
         out.setdefault("at most one layout may apply to devices: all", {})[
             f"{NPG} spec.{block}"
         ] = [
             no(sample, {added: {**layout, "devices": "all"}}),
-            no(sample, {added: undevised}),
+            no(sample, {added: no_devices}),
+            no(sample, {added: {**layout, "devices": None}}),
             ok(sample, {added: {**layout, "devices": "8"}}),
         ]
         out.setdefault("two layouts name the same device index", {})[f"{NPG} spec.{block}"] = [
@@ -195,9 +196,11 @@ def _max_unavailable(sample: str) -> list[Case]:
         no(sample, {path: "150%"}),
         no(sample, {path: "0%"}),
         no(sample, {path: "5"}),
+        no(sample, {path: "1%\n"}),  # RE2's $ is the end of the text, Python's not quite
         ok(sample, {path: 1}),
         ok(sample, {path: "100%"}),
         ok(sample, {path: "1%"}),
+        ok(sample, {path: None}),
     ]
 
 
@@ -212,6 +215,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{NPG} spec": [
             no("h100-inference", {"spec.mig": DROP}),
             no("h100-inference", {"spec.mig": DROP, "spec.allocation": "DevicePlugin"}),
+            no("h100-inference", {"spec.mig": None}),  # the API server drops a null field
             ok("h100-dra", {"spec.mig": DROP}),
             ok("h100-inference"),
         ],
@@ -220,6 +224,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{NPG} spec": [
             no("ascend-310p", {"spec.mig": {"layouts": [MIG_LAYOUT]}}),
             ok("ascend-310p"),
+            ok("ascend-310p", {"spec.mig": None}),
             ok("h100-inference"),
         ],
     },
@@ -228,6 +233,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
             no("a100-vms", {"spec.mig": {"layouts": [MIG_LAYOUT]}}),
             no("a100-vms", {"spec.vnpu": {"layouts": [VNPU_LAYOUT]}}),
             ok("a100-vms"),
+            ok("a100-vms", {"spec.mig": None}),
         ],
     },
     "a vgpu pool serves VMs through the sandbox device plugin": {
@@ -240,6 +246,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{NPG} spec": [
             no("a100-vms", {"spec.rollout.drain.force": True}),
             ok("a100-vms", {"spec.rollout.drain.force": False}),
+            ok("a100-vms", {"spec.rollout.drain.force": None}),
             ok("a100-small", {"spec.rollout.drain": {"force": True}}),
         ],
     },
@@ -248,6 +255,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
             no("h100-inference", {"spec.dra": {"featureGates": {"mpsSupport": True}}}),
             no("h100-dra", {"spec.allocation": "DevicePlugin", "spec.dra": {}}),
             ok("h100-dra", {"spec.dra": {"featureGates": {"mpsSupport": True}}}),
+            ok("h100-inference", {"spec.dra": None}),
         ],
     },
     "allocation DRA is for NVIDIA GPUs": {
@@ -260,6 +268,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{NPG} spec": [
             no("h100-dra", {"spec.migStrategy": "single"}),
             ok("h100-dra", {"spec.migStrategy": "mixed"}),
+            ok("h100-dra", {"spec.migStrategy": None}),
             ok("h100-inference", {"spec.migStrategy": "single"}),
         ],
     },
@@ -269,6 +278,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
             # a malformed name is in no catalog either: the API server gives both, the plan the first
             no("h100-inference", {"spec.mig.layouts.1.profiles": {"1g.10GB": 1}}, also=(UNKNOWN,)),
             no("h100-inference", {"spec.mig.layouts.1.profiles": {"1g10gb": 1}}, also=(UNKNOWN,)),
+            no("h100-inference", {"spec.mig.layouts.1.profiles": {"1g.10gb\n": 1}}, also=(UNKNOWN,)),
             ok("h100-inference", {"spec.mig.layouts.1.profiles": {"1g.10gb+me": 1}}),
         ],
     },
@@ -283,6 +293,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{NPG} spec.vnpu.layouts[].templates": [
             no("ascend-310p", {"spec.vnpu.layouts.0.templates": {"vir4": 1}}),
             no("ascend-310p", {"spec.vnpu.layouts.0.templates": {"vir04_3C": 1}}),
+            no("ascend-310p", {"spec.vnpu.layouts.0.templates": {"vir04\n": 1}}),
             ok("ascend-310p", {"spec.vnpu.layouts.0.templates": {"vir10_3c_16g": 1}}),
         ],
     },
@@ -298,6 +309,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
             # a malformed name is of neither form, so the types mix too (the plan says the first)
             no("a100-vms", {"spec.vgpu.layouts.0.types": {"A100-20GB": 2}}, also=(MIXING,)),
             no("a100-vms", {"spec.vgpu.layouts.0.types": {"a100-20c": 2}}, also=(MIXING,)),
+            no("a100-vms", {"spec.vgpu.layouts.0.types": {"A100-20C\n": 2}}, also=(MIXING,)),
             ok("a100-vms", {"spec.vgpu.layouts.0.types": {"L40S-12Q": 2}}),
         ],
     },
@@ -311,6 +323,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
             no("notebooks-mps", {"spec.poolRef": {"name": "h100-inference"}}),
             no("h100-timeslice", {"spec.poolRef": DROP}),
             ok("notebooks-mps"),
+            ok("notebooks-mps", {"spec.poolRef": None}),
             ok("h100-timeslice"),
         ],
     },
@@ -320,6 +333,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
             no("notebooks-mps", {"spec.timeSlicing": {"replicas": 2}}),
             no("ts-dra", {"spec.timeSlicing": {"replicas": 2}}),
             ok("h100-timeslice"),
+            ok("notebooks-mps", {"spec.timeSlicing": None}),
             ok("ts-dra"),
         ],
     },
@@ -361,6 +375,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{SP} spec": [
             no("ts-dra", {"spec.dra.mps": {"defaultActiveThreadPercentage": 50}}),
             ok("ts-dra", {"spec.backend": "MPS", "spec.dra.mps": {"defaultActiveThreadPercentage": 50}}),
+            ok("ts-dra", {"spec.dra.mps": None}),
         ],
     },
     "spec.scheduler is for HAMi slices": {
@@ -368,12 +383,14 @@ CASES: dict[str, dict[str, list[Case]]] = {
             no("notebooks-mps", {"spec.scheduler": {"name": "HAMi"}}),
             ok("hami-sched"),
             ok("ascend-hami", {"spec.scheduler": {"name": "HAMi"}}),
+            ok("notebooks-mps", {"spec.scheduler": None}),
         ],
     },
     "spec.scheduler and spec.dra are exclusive": {
         f"{SP} spec": [
             no("ts-dra", {"spec.ascend": {"softSlicing": True}, "spec.scheduler": {"name": "HAMi"}}),
             ok("ts-dra", {"spec.ascend": {"softSlicing": True}}),
+            ok("ts-dra", {"spec.ascend": {"softSlicing": True}, "spec.scheduler": None}),
         ],
     },
     "spec.dra.mps.defaultPerDevicePinnedMemoryLimit cannot be set": {
@@ -394,6 +411,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
             no("hami-sched", {"spec.scheduler.name": "Volcano"}),
             no("hami-sched", {"spec.scheduler.volcano": {"policy": "binpack", "weight": 10}}),
             ok("hami-sched", {"spec.scheduler.name": "Volcano", "spec.scheduler.volcano": {"policy": "binpack"}}),
+            ok("hami-sched", {"spec.scheduler.volcano": None}),
         ],
     },
     # TenantQuota
@@ -401,6 +419,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{TQ} spec": [
             no("team-a", {"spec.hard": DROP, "spec.total": DROP}),
             no("team-a", {"spec.hard": {}, "spec.total": {}}),
+            no("team-a", {"spec.hard": None, "spec.total": None}),
             ok("team-a", {"spec.hard": {}}),
             ok("team-a", {"spec.total": DROP}),
         ],
@@ -409,6 +428,7 @@ CASES: dict[str, dict[str, list[Case]]] = {
         f"{TQ} spec.{limit}": [
             no("team-a", {f"spec.{limit}": {"gpu": 1}}),
             no("team-a", {f"spec.{limit}": {"nvidia.com/": 1}}),
+            no("team-a", {f"spec.{limit}": {"nvidia.com/gpu\n": 1}}),
             ok("team-a", {f"spec.{limit}": {"count/resourceclaims.resource.k8s.io": 1}}),
         ]
         for limit in ("hard", "total")
@@ -477,6 +497,27 @@ def test_every_crd_rule_has_a_refused_case_and_an_accepted_neighbour() -> None:
     assert len(RULES) == len(set(RULES)), "two CEL rules on one node with one message"
 
 
+def test_no_spec_field_is_nullable_or_defaulted() -> None:
+    """What lets the plan drop every null of a spec (``manifests.without_nulls``) as the API
+    server does before its rules run: a nullable or defaulted field would keep, or fill, it."""
+
+    def marked(node: Any, at: str) -> Iterator[str]:
+        if isinstance(node, Mapping):
+            if node.get("nullable") or "default" in node:
+                yield at
+            for key, child in node.items():
+                yield from marked(child, f"{at}.{key}")
+        elif isinstance(node, list):
+            for child in node:
+                yield from marked(child, at)
+
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for version in crd["spec"]["versions"]:
+            spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            assert list(marked(spec, "spec")) == [], path.name
+
+
 @pytest.fixture(scope="module")
 def server_says(kubectl: Kubectl) -> dict[str, str | None]:
     """Every case through one server-side dry run: name -> the server's error, None if taken."""
@@ -520,3 +561,9 @@ def test_plan_and_api_server_agree(server_says: dict[str, str | None], check: Ch
     assert all(message in server for message in (rule.message, *case.also)), server
     assert plan is not None, f"the plan took what the API server refuses: {server}"
     assert (case.plan_says or rule.message) in plan, plan
+    if not case.plan_says:  # manifest_rules' twin: the field the API server names, too
+        field = re.match(r"\[?(spec\S*): ", server)
+        assert field, server
+        named = re.search(rf"{rule.kind}/{check.name}: (\S+): ", plan)
+        assert named, plan
+        assert named[1] == re.sub(r"\[([^\]]+)\]", r".\1", field[1]), (server, plan)
