@@ -5,10 +5,12 @@ CRD carries only as ``x-kubernetes-validations`` (one of two fields, keys that
 must match a pattern, ``maxUnavailable`` as a count or a percentage ...) the
 API server checks alone. A plan that previewed such a manifest as a change
 would be green where the sync fails, so ``manifests.parse`` checks them here,
-on the raw spec (``has()`` in CEL is "the key is there"), with the CRD's
-message. ``tests/unit/preview/test_manifests.py`` requires every file of
-``tests/data/invalid`` (each refused by the real API server in
-``tests/integration/test_api_surface.py``) to be refused with its message.
+on the spec as the API server keeps it (null fields dropped, so ``has()`` in CEL
+is "the key is there"), with the CRD's message. ``tests/unit/preview/test_manifests.py``
+requires every file of ``tests/data/invalid`` (each refused by the real API server in
+``tests/integration/test_api_surface.py``) to be refused with its message;
+``tests/integration/test_cel_agreement.py`` sends generated cases for every rule to
+the API server and here, and requires the same verdicts.
 
 Pure: a spec in, the first broken rule (field, message) out.
 """
@@ -39,7 +41,7 @@ from tessera.api.v1alpha1.sharingpolicy import dra_block_message as _dra_block_m
 Spec = Mapping[str, Any]
 Broken = tuple[str, str]  # (field under spec, the CRD's message)
 
-_PERCENT = re.compile(r"^(100|[1-9][0-9]?)%$")
+_PERCENT = r"^(100|[1-9][0-9]?)%$"
 MAX_UNAVAILABLE = "maxUnavailable must be a whole number >= 1 or a percentage between 1% and 100%"
 MIG_XOR_VNPU = "mig and vnpu are mutually exclusive: a pool is either NVIDIA or Ascend"
 ONE_ALL = "at most one layout may apply to devices: all"
@@ -100,6 +102,13 @@ def messages() -> frozenset[str]:
     return frozenset({*fixed, *blocks, *(message for _, message in _KEYS.values())})
 
 
+def _matches(pattern: str, text: object) -> bool:
+    """CEL's ``text.matches(pattern)`` for the rules' anchored patterns. RE2's ``$`` is the end
+    of the text; Python's also matches before a final newline ("1%\\n"), so the whole text must
+    match here."""
+    return re.fullmatch(pattern, str(text)) is not None
+
+
 def first_broken(kind: str, spec: Spec) -> Broken | None:
     """The first CEL rule of ``kind`` that ``spec`` breaks, or None."""
     return next(_RULES.get(kind, _none)(spec), None)
@@ -113,12 +122,12 @@ def _rollout(spec: Spec) -> Iterator[Broken]:
     value = (spec.get("rollout") or {}).get("maxUnavailable")
     if value is None:
         return
-    if (value < 1) if isinstance(value, int) else not _PERCENT.match(str(value)):
+    if (value < 1) if isinstance(value, int) else not _matches(_PERCENT, value):
         yield "rollout.maxUnavailable", MAX_UNAVAILABLE
 
 
 def _keys(where: str, mapping: Any, pattern: str, message: str) -> Iterator[Broken]:
-    if isinstance(mapping, Mapping) and not all(re.match(pattern, str(k)) for k in mapping):
+    if isinstance(mapping, Mapping) and not all(_matches(pattern, k) for k in mapping):
         yield where, message
 
 
@@ -128,9 +137,7 @@ def unknown_profiles(profiles: Any) -> str:
     if not isinstance(profiles, Mapping):
         return ""
     names = [
-        str(k)
-        for k in profiles
-        if re.match(MIG_PROFILE_PATTERN, str(k)) and k not in mig_profiles.KNOWN
+        str(k) for k in profiles if _matches(MIG_PROFILE_PATTERN, k) and k not in mig_profiles.KNOWN
     ]
     if not names:
         return ""
@@ -176,8 +183,8 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
 def _vgpu_mixing(where: str, types: Any) -> Iterator[Broken]:
     if not isinstance(types, Mapping):
         return
-    time_sliced = all(re.match(vgpu.TIME_SLICED_PATTERN, str(n)) for n in types)
-    mig_backed = all(re.match(vgpu.MIG_BACKED_PATTERN, str(n)) for n in types)
+    time_sliced = all(_matches(vgpu.TIME_SLICED_PATTERN, n) for n in types)
+    mig_backed = all(_matches(vgpu.MIG_BACKED_PATTERN, n) for n in types)
     if not (time_sliced or mig_backed):
         yield where, vgpu.NO_MIXING
 

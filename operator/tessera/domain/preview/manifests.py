@@ -196,22 +196,44 @@ def parse(documents: Iterable[ManifestDocument]) -> tuple[list[Raw], list[str]]:
                 f"{doc.where}: {kind}/{name} appears twice (also {seen[kind, name]})"
             )
         seen[kind, name] = doc.where
-        try:
-            specs[kind].model_validate(body.get("spec") or {}, strict=True)
-        except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(["spec", *_path(body.get("spec"), first)])
-            raise ManifestError(f"{doc.where}: {kind}/{name}: {field}: {first['msg']}") from err
-        broken = manifest_rules.first_broken(kind, body.get("spec") or {})
-        if broken is not None:  # a rule only the API server's CEL checks
-            field = ".".join(p for p in ("spec", broken[0]) if p)
-            raise ManifestError(f"{doc.where}: {kind}/{name}: {field}: {broken[1]}")
-        out.append(body)
+        out.append(_validated(f"{doc.where}: {kind}/{name}", specs[kind], kind, body))
     if not out:  # "no changes" would be a false green: nothing was compared
         places = f"{', '.join(skipped_at)}: " if skipped_at else ""
         skipped = f": {'; '.join(notes)}" if notes else ""
         raise ManifestError(f"{places}no Tessera object in the input, nothing to plan{skipped}")
     return out, notes
+
+
+def _validated(where: str, spec: type[BaseModel], kind: str, body: Raw) -> Raw:
+    """``body`` as the API server would store it, once its spec passes the schema (the models,
+    strictly) and the CEL rules; ManifestError naming ``where`` and the first invalid field."""
+    if isinstance(body.get("spec"), Mapping):
+        body = {**body, "spec": without_nulls(body["spec"])}
+    try:
+        spec.model_validate(body.get("spec") or {}, strict=True)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(["spec", *_path(body.get("spec"), first)])
+        raise ManifestError(f"{where}: {field}: {first['msg']}") from err
+    broken = manifest_rules.first_broken(kind, body.get("spec") or {})
+    if broken is not None:  # a rule only the API server's CEL checks
+        field = ".".join(p for p in ("spec", broken[0]) if p)
+        raise ManifestError(f"{where}: {field}: {broken[1]}")
+    return body
+
+
+def without_nulls(value: Any) -> Any:
+    """``value`` as the API server keeps it: every key whose value is null dropped, at any depth.
+
+    No field of a Tessera spec is nullable or has a default, so the API server prunes each null
+    before its schema and CEL rules see the object (``mig: null`` is no mig, not a mig block);
+    the plan validates, and compares, what the server would store.
+    """
+    if isinstance(value, Mapping):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
 
 
 def _near_kind(kind: str, kinds: Iterable[str]) -> str | None:
