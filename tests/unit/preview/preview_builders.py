@@ -106,7 +106,8 @@ def sharing_applied(items: list[Raw], *policies: Raw) -> list[Raw]:
     import json
 
     from tessera.domain.preview import sharing as preview_sharing
-    from tessera.domain.sharing import hami, planning, rollout_targets
+    from tessera.domain.schedulers.hami import nodes as hami
+    from tessera.domain.sharing import planning, rollout_targets
     from tessera.domain.sharing.status import advertised
 
     world_ = Cluster.of([*items, *policies])

@@ -8,7 +8,8 @@ from typing import Any
 import jsonpatch
 from sharing_builders import gpu_node, npu_node, policy
 
-from tessera.domain.sharing import hami, nodes, planning, status
+from tessera.domain.schedulers.hami import nodes as hami
+from tessera.domain.sharing import nodes, planning, status
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.nodes import NodeFacts
 

@@ -26,7 +26,8 @@ from tessera.adapters.kube import ApiError, path_of
 from tessera.api import constants as c
 from tessera.controllers.runtime import Context
 from tessera.controllers.sharing.observe import ConfigDocument, serialize
-from tessera.domain.sharing import hami, planning
+from tessera.domain.schedulers.hami import nodes as hami
+from tessera.domain.sharing import planning
 from tessera.domain.sharing.configmap import ConfigMapPlan
 from tessera.domain.sharing.rollout_targets import HAMI_MODE_LABEL
 

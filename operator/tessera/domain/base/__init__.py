@@ -4,5 +4,7 @@
 * ``failures``   which API failures stall at once and which retry;
 * ``selectors``  label selectors matched against labels;
 * ``idle``       whether a pass may be skipped (its inputs are the last quiet pass's);
-* ``lease``      who may write: the writer Lease.
+* ``lease``      who may write: the writer Lease;
+* ``rules``      a broken rule said so a person can fix it (``RuleError``), and why a write
+                 happens (``Note``).
 """

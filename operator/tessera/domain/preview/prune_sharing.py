@@ -23,7 +23,8 @@ from tessera.domain.preview.sharing import SharingPreviews
 from tessera.domain.preview.sharing_configs import describe_now
 from tessera.domain.quota.quantities import accelerators
 from tessera.domain.rollout.releasing import release
-from tessera.domain.sharing import hami, observing, rollout_targets, states
+from tessera.domain.schedulers.hami import nodes as hami
+from tessera.domain.sharing import observing, rollout_targets, states
 
 
 def deletion(

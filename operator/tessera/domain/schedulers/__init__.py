@@ -11,7 +11,8 @@ or Volcano's); Tessera keeps that scheduler's config consistent with all the pol
 * ``vnpus``     HAMi's ``vnpus`` chip entries as its chart ships them, per version and shape;
 * ``traps``     known version traps of the schedulers' configs;
 * ``yaml_text`` edits of a YAML text that keep every line they do not touch;
-* ``hami/``     HAMi's ``device-config.yaml``: joined asks, edits in place, loadability;
+* ``hami/``     HAMi: its scheduler's ``device-config.yaml`` (joined asks, edits in place,
+                loadability) and its device plugins' per-node configs (``nodes``);
 * ``volcano/``  Volcano's ``volcano-scheduler.conf`` and its map of known geometries.
 """
 

@@ -6,7 +6,6 @@
 * ``rendering``   what each policy renders to (device-plugin config or HAMi fields);
 * ``device_plugin`` / ``parsing`` / ``node_rules``  config v1, the plugin's rules;
 * ``configmap``   the one device-plugin ConfigMap and node labels, keys before labels;
-* ``hami``        Tessera's fields in HAMi's NVIDIA and Ascend node configs (JSON patches);
 * ``changes`` / ``states``  in place vs disruptive (rollout) per node;
 * ``status``      matched/applied/conflicted, advertised capacity, the Verdict.
 """

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessera.api import constants as c
+from tessera.domain.base.rules import Note
 from tessera.domain.sharing.device_plugin import DevicePluginConfig, render
 from tessera.domain.sharing.nodes import NodeFacts
-from tessera.domain.sharing.rules import Note
 
 DEFAULT_CONTENT = render(DevicePluginConfig())  # whole GPUs, no sharing
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 
 from tessera.api.v1alpha1.sharingpolicy import SharingPolicySpec
-from tessera.domain.sharing.rules import RuleError
+from tessera.domain.base.rules import RuleError
 
 Strategy = Literal["none", "time-slicing", "mps"]
 GPU = "nvidia.com/gpu"

@@ -10,9 +10,9 @@ fail keeps its current config and the policy says which node and why.
 
 from __future__ import annotations
 
+from tessera.domain.base.rules import RuleError
 from tessera.domain.sharing.device_plugin import GPU, MPS_MAX_REPLICAS, DevicePluginConfig
 from tessera.domain.sharing.nodes import NodeFacts
-from tessera.domain.sharing.rules import RuleError
 
 MPS_MAX_REPLICAS_BEFORE_TURING = 16
 _TURING = (7, 5)

@@ -13,8 +13,9 @@ from typing import Any, Protocol
 
 import yaml
 
-from tessera.domain.sharing import hami, planning
+from tessera.domain.schedulers.hami import nodes as hami
 from tessera.domain.sharing import nodes as node_facts
+from tessera.domain.sharing import planning
 
 Raw = Mapping[str, Any]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
+from tessera.domain.base.rules import RuleError
 from tessera.domain.sharing.device_plugin import DevicePluginConfig, Replicated, Strategy
-from tessera.domain.sharing.rules import RuleError
 
 Parsed = tuple[DevicePluginConfig | None, tuple[RuleError, ...]]
 

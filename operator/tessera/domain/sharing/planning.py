@@ -19,12 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tessera.domain.sharing import changes, configmap, device_plugin, hami, node_rules, states
+from tessera.domain.base.rules import Note, RuleError
+from tessera.domain.schedulers.hami import nodes as hami
+from tessera.domain.sharing import changes, configmap, device_plugin, node_rules, states
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.changes import Change
 from tessera.domain.sharing.nodes import NodeFacts
 from tessera.domain.sharing.rendering import PolicyResult, result_of
-from tessera.domain.sharing.rules import Note, RuleError
 
 
 @dataclass(frozen=True)

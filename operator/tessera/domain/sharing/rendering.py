@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessera.api.v1alpha1.backends import block_of
-from tessera.domain.sharing import device_plugin, hami
+from tessera.domain.base.rules import RuleError
+from tessera.domain.schedulers.hami import nodes as hami
+from tessera.domain.sharing import device_plugin
 from tessera.domain.sharing.assignment import Policy
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
-from tessera.domain.sharing.rules import RuleError
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 
 from tessera.api import constants as c
 from tessera.domain.rollout import DesiredNode, NodeView, Phase
-from tessera.domain.sharing import hami
+from tessera.domain.schedulers.hami import nodes as hami
 from tessera.domain.sharing.assignment import Assignment
 from tessera.domain.sharing.nodes import NodeFacts
 from tessera.domain.sharing.rendering import PolicyResult

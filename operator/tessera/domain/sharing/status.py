@@ -23,12 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tessera.domain.base.conditions import Status, Verdict
+from tessera.domain.base.rules import summary
 from tessera.domain.sharing.assignment import AssignmentConflict
 from tessera.domain.sharing.device_plugin import GPU
 from tessera.domain.sharing.nodes import NodeFacts, hami_gpus
 from tessera.domain.sharing.planning import SharingPlan
 from tessera.domain.sharing.rendering import PolicyResult
-from tessera.domain.sharing.rules import summary
 
 
 @dataclass(frozen=True)

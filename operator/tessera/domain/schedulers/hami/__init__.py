@@ -1,4 +1,6 @@
-"""tessera.domain.schedulers.hami: HAMi's scheduler device config (``device-config.yaml``).
+"""tessera.domain.schedulers.hami: everything Tessera writes for HAMi, decided purely.
+
+HAMi's scheduler device config (``device-config.yaml``):
 
 * ``want``    the asks of the policies naming one HAMi config joined (conflicts, traps);
 * ``config``  Tessera's fields of the config set and released in place;
@@ -8,5 +10,5 @@
 * ``load``    whether the targeted HAMi version's scheduler can load the whole file;
 * ``restart`` whether the scheduler has read the config since it changed.
 
-HAMi's per-node configs (its device plugin's side) are sharing's: ``tessera.domain.sharing.hami``.
+HAMi's per-node configs (its device plugin's side) are sharing's: ``tessera.domain.schedulers.hami.nodes``.
 """

@@ -1,7 +1,7 @@
 """Which fields of HAMi's ``device-config.yaml`` Tessera owns, remembered on the ConfigMap.
 
 People write most of that file, so ownership is per field, as for HAMi's per-node maps
-(``domain.sharing.hami``): the ``vnpus`` entries Tessera added (by ``chipName``),
+(``hami.nodes``): the ``vnpus`` entries Tessera added (by ``chipName``),
 ``vnpus.hamiVnpuCore``, and ``deviceSplitCount``/``deviceMemoryScaling``/``deviceCoreScaling``
 in ``nvidia:``. For a scalar Tessera set over a person's value, the value it replaced is kept
 too, so releasing the field gives that value back; a section Tessera created (``vnpus:``,

@@ -29,7 +29,7 @@ import jsonpatch
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.sharingpolicy import AscendSharing, HamiCore
-from tessera.domain.sharing.rules import Note
+from tessera.domain.base.rules import Note
 
 NVIDIA_LIST, ASCEND_LIST = "nodeconfig", "nodes"
 NVIDIA_FIELDS = ("operatingmode", "devicesplitcount", "devicememoryscaling", "devicecorescaling")

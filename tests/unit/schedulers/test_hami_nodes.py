@@ -11,7 +11,7 @@ import pytest
 import yaml
 from sharing_builders import check_golden, policy
 
-from tessera.domain.sharing import hami
+from tessera.domain.schedulers.hami import nodes as hami
 from tessera.domain.sharing.rendering import result_of
 
 NV_WHERE = "kube-system/hami-device-plugin (config.json)"
