@@ -3,7 +3,7 @@
 Tiers, bottom to top (import-linter's "The domain's tiers" contract keeps the order):
 
 * ``base``       leaves every tier uses: kstatus conditions, failure kinds, label selectors,
-                 the idle-pass check, the writer Lease;
+                 the idle-pass check, the writer Lease, rule errors and notes;
 * ``geometry``   how GPUs and NPUs can be partitioned (MIG, vNPU, vGPU catalogs, npu-smi);
 * ``dra``        DeviceClasses and ResourceSlices of pools with ``allocation: DRA``;
 * ``rollout``    the node-by-node rollout engine and its disruption budget (``rollout/dra/``:

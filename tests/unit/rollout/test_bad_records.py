@@ -31,7 +31,7 @@ def hand_edited(**fields: object) -> str:
 
 
 def observed(raw: str) -> NodeView:
-    """gpu-1 as the adapter observes it (``cluster.node_view``): decoded, or why not."""
+    """gpu-1 as the adapter observes it (``cluster.objects.node_view``): decoded, or why not."""
     try:
         return node("gpu-1", st=decode(raw))
     except StateError as err:

@@ -1,4 +1,4 @@
-"""volcano_conf: only the deviceshare arguments change; every other byte of the conf stays."""
+"""volcano.conf: only the deviceshare arguments change; every other byte of the conf stays."""
 
 from __future__ import annotations
 

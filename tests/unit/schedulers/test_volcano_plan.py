@@ -1,4 +1,4 @@
-"""volcano_plan: one row per state of the module's table, and the restart arithmetic."""
+"""volcano.plan: one row per state of the module's table, and the restart arithmetic."""
 
 from __future__ import annotations
 

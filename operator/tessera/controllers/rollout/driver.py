@@ -81,7 +81,7 @@ def pods_for(
 
 
 class DraRoom(Protocol):
-    """How a DRA pool counts devices (``dra_pool.Observed``): nodes' slices, pods' claims."""
+    """How a DRA pool counts devices (``controllers.dra.pool.DraObserved``): nodes' slices, pods' claims."""
 
     def node(self, view: rollout.NodeView) -> rollout.NodeView: ...
 

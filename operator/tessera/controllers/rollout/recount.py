@@ -30,7 +30,7 @@ def follower(
     desired: Mapping[str, rollout.DesiredNode],
     view: Callable[[Obj], rollout.NodeView],
 ) -> Callable[[str, Obj], None]:
-    """What ``rollout_driver.apply`` calls with each node it wrote (``then``): a node this
+    """What ``driver.apply`` calls with each node it wrote (``then``): a node this
     pass has just cordoned gets its pods listed and, with nothing to evict, its layout."""
 
     def follow(name: str, node: Obj) -> None:

@@ -2,7 +2,7 @@
 
 Every SharingPolicy pass plans the whole cluster (a node can be governed by
 only one policy, so no policy can be planned alone). This module turns raw
-objects into the domain's ``Observed`` and ``Policy`` values. A HAMi document
+objects into the domain's ``SharingObserved`` and ``Policy`` values. A HAMi document
 a person broke (invalid JSON/YAML) is reported, not overwritten: the plan sees
 no document there and the apply step skips that ConfigMap.
 """

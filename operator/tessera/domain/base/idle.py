@@ -70,7 +70,7 @@ def node_fingerprint(body: Mapping[str, Any]) -> Hashable:
 
 
 def slim_node(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The Node with only what a decision reads (``cluster.node_view``, ``sharing_facts``):
+    """The Node with only what a decision reads (``cluster.objects.node_view``, ``sharing_facts``):
     a listed Node carries ten times more (managedFields, images, nodeInfo, conditions) that
     a pass would otherwise hold for every node of the cluster at once."""
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}

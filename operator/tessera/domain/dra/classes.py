@@ -6,7 +6,7 @@ plus ``gpu.tessera.io`` when some GPU keeps MIG off (``provides``). A SharingPol
 those, carrying its opaque sharing config (none for Exclusive, so a claim keeps its class
 when the backend changes). Classes are shared: ``declared_by`` lists every declarer.
 
-A policy the driver would refuse (``sharing.validate``), or a class whose selector fails
+A policy the driver would refuse (``sharing.device_plugin.validate``), or a class whose selector fails
 Tessera's own check, is refused: the declarer gets a ``ClassProblem`` and none of its classes are
 written; its ``held`` classes that exist stay as they are (nothing written before a fix).
 """

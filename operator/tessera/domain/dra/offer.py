@@ -7,7 +7,7 @@ nodes are known (GFD ``nvidia.com/gpu.product`` and ``nvidia.com/gpu.count``, ``
 models``) each kind of node is validated the way the rollout validates it
 (``geometry.capacity.validate_mig_node``, memoised), and the pool provides what its valid nodes'
 placements hold — a GPU left without instances is a whole GPU. When no node's layout is valid
-the pool is refused: a ``Problem`` naming ``spec.mig.layouts[i]`` and the model, and its
+the pool is refused: a ``ClassProblem`` naming ``spec.mig.layouts[i]`` and the model, and its
 classes are held, not written.
 """
 

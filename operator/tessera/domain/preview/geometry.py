@@ -1,6 +1,6 @@
 """The NodePoolGeometry part of a preview: the rollout the operator would start, node by node.
 
-The pool is observed with ``cluster.observe_pool`` and planned with
+The pool is observed with ``cluster.objects.observe_pool`` and planned with
 ``rollout.plan``, exactly as the controller's next pass would, so the hash is
 the one the operator writes to ``status.plan.hash`` and an ``approval:
 Manual`` rollout can be approved from the reviewed preview. The agent

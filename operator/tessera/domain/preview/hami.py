@@ -2,7 +2,7 @@
 
 For every HAMi device config the SharingPolicies name once the manifests are applied (and
 every one a policy named before, so a deleted or pruned policy's fields are seen to go), the
-same plan the operator makes (``hami_want.join`` of the same demands, ``hami_config.plan``
+same plan the operator makes (``schedulers.hami.want.join`` of the same demands, ``schedulers.hami.config.plan``
 of the same text): the diff of ``device-config.yaml``; that HAMi's scheduler must be
 restarted to read it, and the traps, as notes.
 

@@ -1,7 +1,7 @@
 """Deleting a NodePoolGeometry: the nodes it holds and the layout each one keeps.
 
 The nodes are observed as ``nodepoolgeometry.finalize`` observes them
-(``cluster.pool_view`` with no sharing undone, kept when ``touched_by`` the
+(``cluster.objects.pool_view`` with no sharing undone, kept when ``touched_by`` the
 pool) and each one is handed to ``rollout.backout``, whose actions are what
 the finalizer writes. ``backout`` writes no layout label and the finalizer
 leaves the agent ConfigMap alone, so every node keeps the layout it runs

@@ -4,7 +4,7 @@
 ``sharingpolicy.finalize`` converges to; the nodes the deleted policy governed
 and no other policy wins are returned to the default config at once
 (``rollout_targets.cleared``: no policy's rollout is left to drain them), and
-the nodes its rollout holds are released like ``sharing_rollout.release_all``
+the nodes its rollout holds are released like ``controllers.sharing.rollout.release_all``
 does, with ``releasing.release``.
 """
 
@@ -86,7 +86,7 @@ def deletion(
 
 
 def _released(before: Cluster, owner: str, now: datetime) -> tuple[Release, ...]:
-    """The nodes the policy's rollout holds, released as ``sharing_rollout.release_all`` does."""
+    """The nodes the policy's rollout holds, released as ``controllers.sharing.rollout.release_all`` does."""
     why = f"{owner} is being deleted"
     released: list[Release] = []
     for raw in sorted(before.nodes, key=lambda n: n["metadata"]["name"]):

@@ -2,7 +2,7 @@
 
 ``membership.resolve`` (all tenants' matched namespaces) → ``objects.read`` (every
 Tessera ResourceQuota listed by ``objects.selector()``) → ``planning.plan`` (write
-``Plan.next_wave``, then reconcile again) → ``reporting.commitment`` /
+``QuotaPlan.next_wave``, then reconcile again) → ``reporting.commitment`` /
 ``overcommitted`` / ``verdict`` / ``status``. ``allocation`` explains how a
 tenant-wide total is split without ever being exceeded.
 """

@@ -82,7 +82,7 @@ class Evict:
 @dataclass(frozen=True)
 class DeletePod:
     """DELETE with the pod's own grace period (never 0) and ``preconditions.uid``: planned
-    with ``drain.force``, and to restart a DRA driver's kubelet-plugin pod (``dra_restart``)."""
+    with ``drain.force``, and to restart a DRA driver's kubelet-plugin pod (``rollout.dra.restart``)."""
 
     node: str
     namespace: str

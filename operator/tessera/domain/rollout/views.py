@@ -3,7 +3,7 @@
 The controller builds these from its cache once per reconcile and hands them to
 ``planning.plan``. Keeping them tiny and immutable is what lets the engine stay
 pure and lets tests build a whole cluster in a few lines (see the builders in
-``tests/unit/rollout/builders.py``).
+``tests/unit/rollout/rollout_builders.py``).
 """
 
 from __future__ import annotations

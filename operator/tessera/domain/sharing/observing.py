@@ -47,7 +47,7 @@ def hami_document(obj: Raw | None, key: str) -> HamiDocument:
 
 
 class ParsedHami(Protocol):
-    """A HAMi node config as read: ``HamiDocument`` here, the controller's ``Document``."""
+    """A HAMi node config as read: ``HamiDocument`` here, the controller's ``ConfigDocument``."""
 
     @property
     def parsed(self) -> Mapping[str, Any] | None: ...

@@ -10,5 +10,8 @@ HAMi's scheduler device config (``device-config.yaml``):
 * ``load``    whether the targeted HAMi version's scheduler can load the whole file;
 * ``restart`` whether the scheduler has read the config since it changed.
 
-HAMi's per-node configs (its device plugin's side) are sharing's: ``tessera.domain.schedulers.hami.nodes``.
+Its device plugins' per-node configs (NVIDIA's ``config.json``, Ascend's ``node-config.yaml``),
+planned and written with the sharing plan (``tessera.domain.sharing``):
+
+* ``nodes``   Tessera's fields of the per-node entries, as minimal JSON patches.
 """
