@@ -59,8 +59,7 @@ def not_dra() -> tuple[Backend, ...]:
 
 def block_of(backend: str) -> str:
     """The spec block of ``backend`` ("" when it has none or is not a backend)."""
-    row = BACKENDS.get(backend)  # type: ignore[call-overload]
-    return row.block if row is not None else ""
+    return next((row.block for name, row in BACKENDS.items() if name == backend), "")
 
 
 AscendMode = Literal["Templates", "HAMiCore", "MindCluster", "VCannRT"]
