@@ -20,6 +20,10 @@ TENANT_QUOTA_LABEL = "tessera.io/tenant-quota"
 # Rollout state persisted on each Node (see tessera.domain.rollout).
 NODE_PHASE_ANNOTATION = "tessera.io/rollout-phase"
 NODE_STATE_ANNOTATION = "tessera.io/rollout-state"
+# Who holds which GPU, published by the GPU node agent (tessera.domain.rollout.holders).
+GPU_HOLDERS_ANNOTATION = "tessera.io/gpu-holders"
+# Nodes of a pool still waiting for their turn: replacement pods prefer the others.
+GEOMETRY_QUEUED_TAINT = "tessera.io/geometry-queued"
 
 # --- NVIDIA GPU Operator / GFD / device plugin -------------------------------
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
