@@ -24,6 +24,9 @@ NODE_STATE_ANNOTATION = "tessera.io/rollout-state"
 GPU_HOLDERS_ANNOTATION = "tessera.io/gpu-holders"
 # Nodes of a pool still waiting for their turn: replacement pods prefer the others.
 GEOMETRY_QUEUED_TAINT = "tessera.io/geometry-queued"
+# The GPU node agent's pods (config/agent): a holder record counts only while one runs.
+COMPONENT_LABEL = "app.kubernetes.io/component"
+GPU_AGENT_COMPONENT = "gpu-agent"
 
 # --- NVIDIA GPU Operator / GFD / device plugin -------------------------------
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -68,7 +68,12 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.PassO
         configs = pool.submit(ctx.kube.get_or_none, where.path)
         others = pool.submit(_other_pools, ctx, name)
         nodes = listed.result()
-        seen = cluster.observe_pool(name, spec, nodes, sharing.result(), others.result())
+        mig = (
+            agent_configs.sections(where, configs.result())
+            if where.section == "mig-configs"
+            else {}
+        )
+        seen = cluster.observe_pool(name, spec, nodes, sharing.result(), others.result(), mig)
         # every pass: classes are shared by pools and policies; beside the rollout, not after
         classes = pool.submit(contextvars.copy_context().run, dra_classes.sync, ctx, nodes)
         dra = None

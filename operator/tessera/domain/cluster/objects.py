@@ -22,6 +22,7 @@ from tessera.domain import rollout
 from tessera.domain.base import selectors
 from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.cluster import pools
+from tessera.domain.rollout import holders
 from tessera.domain.rollout.machine import reads_pods
 from tessera.domain.rollout.targets import at_target
 from tessera.domain.sharing import nodes as node_facts
@@ -44,6 +45,11 @@ def node_view(node: Raw) -> rollout.NodeView:
             state = rollout.decode(raw)
         except rollout.StateError as err:
             error = str(err)
+    record, record_error = None, ""
+    try:
+        record = holders.decode(annotations.get(c.GPU_HOLDERS_ANNOTATION))
+    except holders.HoldersError as err:
+        record_error = f"{c.GPU_HOLDERS_ANNOTATION}: {err}"
     ready = any(
         cond.get("type") == "Ready" and cond.get("status") == "True"
         for cond in status.get("conditions") or []
@@ -61,6 +67,8 @@ def node_view(node: Raw) -> rollout.NodeView:
         ),
         state=state,
         state_error=error,
+        holders=record,
+        holders_error=record_error,
     )
 
 
@@ -105,7 +113,17 @@ def pod_view(pod: Raw) -> rollout.PodView:
             for t in spec.get("tolerations") or []
         ),
         claims=claim_names(spec, status),
+        created=_time(meta.get("creationTimestamp")),
     )
+
+
+def _time(raw: object) -> datetime | None:
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def claim_names(spec: Raw, status: Raw) -> tuple[str, ...]:
@@ -260,10 +278,12 @@ def observe_pool(
     nodes: Iterable[Raw],
     sharing: Mapping[str, Any],
     others: Mapping[str, LabelSelector | None] | None = None,
+    mig_configs: Mapping[str, Any] | None = None,
 ) -> PoolObservation:
     """Members, their targets and every node the rollout must see; ``sharing`` is the
     device-plugin ConfigMap's data, ``others`` the other pools' nodeSelectors: a node
-    another pool keeps (``pool_claims``) is no member."""
+    another pool keeps (``pool_claims``) is no member. ``mig_configs``: mig-parted's
+    ``mig-configs``, which say what each node runs now, GPU by GPU (``pools.current_layout``)."""
     owner = geometry_owner(name)
     views = {n["metadata"]["name"]: pool_view(n, sharing) for n in nodes}
     claims = pool_claims.resolve({**(others or {}), name: spec.node_selector}, views.values())
@@ -275,7 +295,33 @@ def observe_pool(
     )
     targets = pools.targets_for(name, spec, members)
     involved = tuple(v for v in views.values() if v.name in targets or touched_by(v, owner))
+    if mig_configs:
+        involved = _with_layouts(involved, targets, mig_configs)
     return PoolObservation(owner, views, targets, involved, claims)
+
+
+def _with_layouts(
+    views: Sequence[rollout.NodeView],
+    targets: Mapping[str, pools.NodeTarget],
+    configs: Mapping[str, Any],
+) -> tuple[rollout.NodeView, ...]:
+    """The members a change can take GPU by GPU, with the layout each runs now; nodes alike
+    (config, its state, GPU count) share one reading of their config."""
+    known: dict[tuple[str | None, ...], Any] = {}
+    out = []
+    for v in views:
+        t = targets.get(v.name)
+        if t is None or t.desired.layout is None:
+            out.append(v)
+            continue
+        key = tuple(v.labels.get(k) for k in _LAYOUT_KEYS)
+        if key not in known:
+            known[key] = pools.current_layout(v.labels, configs)
+        out.append(replace(v, layout=known[key]))
+    return tuple(out)
+
+
+_LAYOUT_KEYS = (c.MIG_CONFIG_LABEL, c.MIG_CONFIG_STATE_LABEL, c.GPU_COUNT_LABEL)
 
 
 def pool_configs(

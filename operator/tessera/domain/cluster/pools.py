@@ -24,7 +24,7 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, MigLayout, NodePoolGeometrySpec
 from tessera.domain.dra.naming import geometry_class
 from tessera.domain.geometry import ascend, capacity, catalog, migparted, vgpu, vgpu_catalog, vnpu
-from tessera.domain.geometry.layouts import HASH_LEN, GeometryError, config_name
+from tessera.domain.geometry.layouts import HASH_LEN, GeometryError, config_name, per_device
 from tessera.domain.rollout import DesiredNode
 from tessera.domain.rollout.dra import observe as dra_rollout
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
@@ -132,8 +132,22 @@ def _nvidia(
         labels={c.MIG_CONFIG_LABEL: name},
         watch_label=c.MIG_CONFIG_STATE_LABEL,
         expected_allocatable={**gone, **expected},
+        layout=per_device([(lay.devices, lay.profiles) for lay in layouts], count),
     )
     return NodeTarget(desired, (name, entries), expected)
+
+
+def current_layout(
+    labels: Mapping[str, str], configs: Mapping[str, Any]
+) -> tuple[tuple[tuple[str, int], ...], ...] | None:
+    """What a GPU node runs now, per GPU: its MIG manager reports ``success`` for the config
+    its label names, and that config (``mig-configs``, a person's or Tessera's) says it plainly
+    (``migparted.layout_of``). Anything else is not known."""
+    name = labels.get(c.MIG_CONFIG_LABEL)
+    count = labels.get(c.GPU_COUNT_LABEL, "")
+    if not name or labels.get(c.MIG_CONFIG_STATE_LABEL) != "success" or not count.isdigit():
+        return None
+    return migparted.layout_of(configs.get(name), int(count))
 
 
 def _vgpu(

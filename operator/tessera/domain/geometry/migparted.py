@@ -51,6 +51,40 @@ def mig_entries(layouts: Sequence[MigLayout]) -> list[dict[str, Any]]:
     return out
 
 
+def layout_of(body: object, gpu_count: int) -> tuple[tuple[tuple[str, int], ...], ...] | None:
+    """What each of a node's GPUs runs under one mig-parted config (``mig-configs.<name>``),
+    as the (profile, count) pairs ``layouts.per_device`` gives; None when the config does not
+    say it plainly: a ``device-filter`` (a GPU model, not an index), entries that overlap, a
+    GPU no entry names (mig-parted leaves it as it was), or a shape mig-parted would refuse.
+    A person's configs are read the same way as Tessera's."""
+    if not isinstance(body, list) or gpu_count <= 0:
+        return None
+    seen: dict[int, tuple[tuple[str, int], ...]] = {}
+    for entry in body:
+        if not isinstance(entry, dict) or "device-filter" in entry:
+            return None
+        devices, enabled = entry.get("devices"), entry.get("mig-enabled")
+        if devices == "all":
+            listed = list(range(gpu_count))
+        elif isinstance(devices, list) and all(type(i) is int and i >= 0 for i in devices):
+            listed = [i for i in devices if i < gpu_count]
+        else:
+            return None
+        profiles = entry.get("mig-devices") or {}
+        if type(enabled) is not bool or not isinstance(profiles, dict):
+            return None
+        if not all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in profiles.items()):
+            return None
+        counts = tuple(sorted((k, v) for k, v in profiles.items() if v)) if enabled else ()
+        for index in listed:
+            if index in seen:
+                return None
+            seen[index] = counts
+    if set(seen) != set(range(gpu_count)):
+        return None
+    return tuple(seen[i] for i in range(gpu_count))
+
+
 def _weight(profile: str) -> tuple[int, int]:
     """Sort key from the name alone (``3g.40gb`` -> memory 40, compute 3), so names hash alike
     whatever models are present."""

@@ -87,8 +87,10 @@ def drain_pass(
     now: datetime,
     timed_out: bool,
 ) -> DrainPass:
-    """Plan this pass's evictions for one node; ``pdb_budget`` is shared by all nodes of a pass."""
-    chosen = selection.selected(pods, drain)
+    """Plan this pass's evictions for one node; ``pdb_budget`` is shared by all nodes of a pass.
+
+    ``pods`` are those that must leave (``scope.leaving``): selected, and on a changed GPU."""
+    chosen = list(pods)
     live = {p.key for p in chosen}
     out = DrainPass({k: v for k, v in state.evictions.items() if k in live}, remaining=chosen)
     for pod in chosen:

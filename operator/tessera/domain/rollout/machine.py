@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout import gates, selection, targets
+from tessera.domain.rollout import gates, scope, targets
 from tessera.domain.rollout.capacity import Room
 from tessera.domain.rollout.dra import restart as dra_restart
 from tessera.domain.rollout.draining import drain_pass
@@ -49,6 +49,10 @@ class StepContext:
     def verify_timeout(self) -> timedelta:
         return gates.duration(self.policy.verify_timeout)
 
+    def leaving(self, node: NodeView, s: NodeState) -> list[PodView]:
+        """The pods that must leave ``node`` before its change (``scope``)."""
+        return scope.leaving(node, scope.of(s), self.pods.get(node.name, ()), self.policy.drain)
+
 
 READS_PODS = (Phase.CORDONED, Phase.DRAINING, Phase.BLOCKED, Phase.APPLYING)
 
@@ -78,7 +82,7 @@ def step(ctx: StepContext, node: NodeView, s: NodeState, d: DesiredNode) -> Roll
     if not d.invalid and d.target != s.goal and s.phase != Phase.UNCORDONING:
         if targets.at_target(node, d):
             return backed_out(node, s, d, ctx.now)
-        s = retarget(s, d, ctx.now)
+        s = retarget(s, d, ctx.now, node)
     match s.phase:
         case Phase.CORDONED:
             return cordoned(ctx, node, s)
@@ -107,9 +111,24 @@ def backed_out(node: NodeView, s: NodeState, d: DesiredNode, now: datetime) -> R
     return release(node, replace(s, rollback_of=None), now, why, settle=True)
 
 
-def retarget(s: NodeState, d: DesiredNode, now: datetime) -> NodeState:
-    """The spec moved on mid-flight: keep the cordon and the drain, aim at the new layout."""
-    new = replace(s, target=targets.target_of(d), rollback_of=None, rolled_back=False)
+def retarget(s: NodeState, d: DesiredNode, now: datetime, node: NodeView) -> NodeState:
+    """The spec moved on mid-flight: keep the cordon and the drain, aim at the new layout.
+
+    A node whose device is untouched keeps its GPU scope, grown by the GPUs the new layout
+    changes as well (the pods already gone stay gone); one whose device may be mid-change
+    (verifying, failed) is drained whole, since what each GPU runs is no longer known.
+    """
+    gpus, whole = None, "the target changed while the layout was changing"
+    if untouched(s) and s.gpus is not None:
+        if node.layout is not None and d.layout is not None and len(d.layout) == len(node.layout):
+            gpus, whole = tuple(sorted({*s.gpus, *scope.changed(node.layout, d.layout)})), ""
+        else:
+            whole = "the target changed, and the layout the node runs is not known"
+    elif s.gpus is None:
+        whole = s.whole
+    new = replace(
+        s, target=targets.target_of(d), rollback_of=None, rolled_back=False, gpus=gpus, whole=whole
+    )
     if s.phase in (Phase.VERIFYING, Phase.FAILED):
         return new.to(Phase.APPLYING, now, f"target changed from {s.target.id} to {d.target}")
     return new
@@ -154,7 +173,7 @@ def draining(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     timed_out = ctx.now - started > ctx.drain_timeout
     dp = drain_pass(
         s,
-        pods=ctx.pods.get(node.name, ()),
+        pods=ctx.leaving(node, s),
         pdbs=list(ctx.pdbs),
         pdb_budget=ctx.pdb_budget,
         drain=ctx.policy.drain,
@@ -169,7 +188,7 @@ def draining(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
         return applying(ctx, node, replace(s.to(Phase.APPLYING, ctx.now), evictions={}))
     blocked = bool(dp.hard) or (timed_out and (s.phase == Phase.BLOCKED or not dp.actions))
     left, problem = len(dp.remaining), None
-    why = f"draining {node.name}: {left} pod(s) left"
+    why = f"draining {node.name}: {left} pod(s) left{_stay(ctx, node, s)}"
     if blocked:
         msg = dp.blocker() + (f" (drain started {ts(started)})" if timed_out else "")
         if s.phase == Phase.BLOCKED:
@@ -196,7 +215,7 @@ def applying(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     s2, acts = hold(node, s, f"re-cordon {node.name} before changing its layout")
     if acts:
         return holding(node, s2, "re-cordon before applying", acts)
-    if selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain):
+    if ctx.leaving(node, s):
         again = replace(
             s.to(Phase.DRAINING, ctx.now, "pods appeared after the drain"), drain_started=ctx.now
         )
@@ -217,7 +236,7 @@ def applying(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
 def verifying(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
     patch = targets.labels_to_write(s.target, node)
     if patch:
-        if selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain):
+        if ctx.leaving(node, s):
             # The labels were never written (the pass that decided them stopped
             # short) and pods are back: no layout is requested under a pod.
             why = "pods appeared before the layout was requested"
@@ -254,6 +273,15 @@ def verifying(ctx: StepContext, node: NodeView, s: NodeState) -> RolloutOutcome:
         return fail(ctx, s, node, text)
     s2, acts = hold(node, s, f"re-cordon {node.name} while its layout changes")
     return holding(node, s2, f"waiting: {missing}", acts)
+
+
+def _stay(ctx: StepContext, node: NodeView, s: NodeState) -> str:
+    """``, 10 stay on GPUs 4-7`` while a per-GPU drain leaves pods running."""
+    if s.gpus is None:
+        return f" (whole node: {s.whole})" if s.whole else ""
+    every = scope.leaving(node, scope.Scope(None), ctx.pods.get(node.name, ()), ctx.policy.drain)
+    stay = len(every) - len(ctx.leaving(node, s))
+    return f"; GPUs {scope.gpu_list(s.gpus)} change, {stay} pod(s) stay"
 
 
 def _dra_missing(pending: str, s: NodeState, node: NodeView) -> str:

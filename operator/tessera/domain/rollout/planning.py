@@ -30,7 +30,7 @@ from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, Ro
 from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout import capacity, releasing, reporting, selection, starting, targets
+from tessera.domain.rollout import capacity, releasing, reporting, starting, targets
 from tessera.domain.rollout.budget import Unavailable
 from tessera.domain.rollout.draining import Held
 from tessera.domain.rollout.machine import StepContext, step, untouched
@@ -224,7 +224,7 @@ def visit(ctx: StepContext, acc: _Pass, node: NodeView, d: DesiredNode | None) -
         if not released and (
             untouched(s) or o.phase in (ReportPhase.DRAINING, ReportPhase.BLOCKED)
         ):
-            acc.to_evict += len(selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain))
+            acc.to_evict += len(ctx.leaving(node, s))
         acc.take(o, s, d)
         return
     acc.tidy[node.name] = idle(node, s, d, ctx.owner)

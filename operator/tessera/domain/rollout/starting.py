@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from tessera.domain.base.conditions import BUDGET_HELD_BY_OTHERS
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout import capacity, gates, selection, targets
+from tessera.domain.rollout import capacity, gates, scope, selection, targets
 from tessera.domain.rollout.budget import Holder, Unavailable, in_use, named, unavailable
 from tessera.domain.rollout.machine import StepContext
 from tessera.domain.rollout.outcome import RolloutOutcome, RolloutProblem, stuck
@@ -105,15 +105,21 @@ def admit(
         return Starts(None, [], "", _sorted(taken))
     closed = gate(ctx, desired, approved)
     slots = _Slots(ctx, taken, limit, room_for(ctx, nodes, taken, released))
+    scopes = {
+        n.name: scope.decide(n, d, ctx.pods.get(n.name, ()), ctx.policy.drain)
+        for n, d in candidates
+    }
     pods = {
-        n.name: selection.selected(ctx.pods.get(n.name, ()), ctx.policy.drain)
+        n.name: scope.leaving(n, scopes[n.name], ctx.pods.get(n.name, ()), ctx.policy.drain)
         for n, _ in candidates
     }
-    # already unavailable first: changing them costs no capacity
+    # already unavailable first (changing them costs no capacity), then fewest pods to move
     order = sorted(
         candidates, key=lambda c: (c[0].name not in taken, len(pods[c[0].name]), c[0].name)
     )
-    outcomes = [slots.decide(node, d, pods[node.name], closed) for node, d in order]
+    outcomes = [
+        slots.decide(node, d, pods[node.name], closed, scopes[node.name]) for node, d in order
+    ]
     starved = slots.starved
     found = closed or starved or slots.held_by_others()
     return Starts(found, outcomes, starved[1] if starved else "", _sorted(slots.taken))
@@ -146,6 +152,7 @@ class _Slots:
         d: DesiredNode,
         chosen: Sequence[PodView],
         closed: tuple[str, str] | None,
+        where: scope.Scope | None = None,
     ) -> RolloutOutcome:
         """Start ``node`` (taking a slot unless it is already unavailable) or say why it waits."""
         try:  # before any slot is spent: a record no start may follow stops this node only
@@ -183,7 +190,7 @@ class _Slots:
             mine = Unavailable(node.name, "being changed", Holder.ROLLOUT, marked=True)
             self.taken[node.name] = self.held[node.name] = mine
             self.started = True
-            return start(self.ctx, node, d, slot, wait)
+            return start(self.ctx, node, d, slot, wait, where or scope.Scope(None))
         return wait
 
     def _preview(
@@ -243,16 +250,34 @@ def room_for(
     closed = {n for n, u in taken.items() if u.holder is not Holder.TAINTED}
     ledger = capacity.Ledger(ctx.room, closed, set(released) - set(taken))
     flying = {n.name for n in nodes if n.state_error or (n.state and not n.state.rolled_back)}
-    for name in sorted(flying & set(taken)):
-        ledger.settle(name, selection.selected(ctx.pods.get(name, ()), ctx.policy.drain))
+    for node in sorted(nodes, key=lambda n: n.name):
+        if node.name in flying & set(taken):
+            s = node.state
+            pods = ctx.pods.get(node.name, ())
+            gone = (
+                ctx.leaving(node, s)
+                if s is not None
+                else selection.selected(pods, ctx.policy.drain)
+            )
+            ledger.settle(node.name, gone)
     return ledger
 
 
 def start(
-    ctx: StepContext, node: NodeView, d: DesiredNode, slot: str, wait: RolloutOutcome
+    ctx: StepContext,
+    node: NodeView,
+    d: DesiredNode,
+    slot: str,
+    wait: RolloutOutcome,
+    where: scope.Scope,
 ) -> RolloutOutcome:
-    """Reserve the node (state written *before* the cordon, with the original schedulability)."""
-    why = f"cordon {node.name}: layout {d.target} differs; {slot}"
+    """Reserve the node (state written *before* the cordon, with the original schedulability).
+
+    The scope is decided here, once (``scope``), and kept on the record: the GPUs that
+    change, or why the whole node is drained, said in the Events of the cordon and taint."""
+    every = selection.selected(ctx.pods.get(node.name, ()), ctx.policy.drain)
+    what = where.text(wait.pods_left, len(every) - wait.pods_left)
+    why = f"cordon {node.name}: layout {d.target} differs; {slot}" + (f"; {what}" if what else "")
     check(node.state.phase if node.state else None, Phase.CORDONED, node.name)  # or settled
     state = NodeState(
         phase=Phase.CORDONED,
@@ -261,6 +286,8 @@ def start(
         orig=node.unschedulable,
         since=ctx.now,
         last_good=targets.snapshot(d, node),
+        gpus=where.gpus,
+        whole=where.whole,
     )
     acts: list[act.Action] = []
     if not node.has_taint(GEOMETRY_PENDING):

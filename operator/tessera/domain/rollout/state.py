@@ -153,6 +153,11 @@ class NodeState:
     restarted: str | None = None
     """DRA nodes, Verifying: the uid of the kubelet-plugin pod deleted for this layout (``""``:
     none ran then); ``None``: not restarted yet. Reset whenever a layout is (re)requested."""
+    gpus: tuple[int, ...] | None = None
+    """The GPUs this change repartitions, decided when the node starts (``scope``): only the
+    pods holding one of them leave. ``None``: the whole node is drained."""
+    whole: str = ""
+    """Why the whole node is drained although its pool changes GPU by GPU (``scope``)."""
 
     @property
     def goal(self) -> str:
@@ -240,6 +245,10 @@ def encode(state: NodeState) -> str:
         out["msg"] = state.message
     if state.restarted is not None:
         out["rs"] = state.restarted
+    if state.gpus is not None:
+        out["gpus"] = list(state.gpus)
+    if state.whole:
+        out["whole"] = state.whole
     return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
 
@@ -280,6 +289,13 @@ def decode(raw: str | None) -> NodeState | None:
         x is None or isinstance(x, str) for x in (rb_of, restarted)
     ):
         raise StateError("msg, rbOf and rs must be strings")
+    gpus, whole = data.get("gpus"), data.get("whole", "")
+    if gpus is not None and not (
+        isinstance(gpus, list) and all(type(i) is int and 0 <= i <= 15 for i in gpus)
+    ):
+        raise StateError("gpus must list GPU indices 0-15")
+    if not isinstance(whole, str) or (whole and gpus is not None):
+        raise StateError("whole must be a string, and only on a record without gpus")
     if data.get("rolledBack") is True and phase != Phase.FAILED:
         # Only a finished rollback is settled (release writes it Failed): no pass can continue one.
         raise StateError(f"rolledBack is set on a {phase} record; only a Failed record is settled")
@@ -296,4 +312,6 @@ def decode(raw: str | None) -> NodeState | None:
         evictions=_evictions(data.get("ev", {})),
         message=msg,
         restarted=restarted,
+        gpus=tuple(gpus) if gpus is not None else None,
+        whole=whole,
     )

@@ -17,7 +17,11 @@ from typing import Literal
 from tessera.api import constants
 from tessera.api.v1alpha1.common import LabelSelector
 from tessera.domain.dra.naming import DRIVER, SUFFIX
+from tessera.domain.rollout.holders import Holders
 from tessera.domain.rollout.state import NodeState
+
+Layout = tuple[tuple[tuple[str, int], ...], ...]
+"""One node's layout per GPU index: the (profile, count) pairs of each GPU, () for a whole GPU."""
 
 # What a rollout sees of a DRA node: the devices its ResourceSlices publish, its plugin pod.
 # A pool with ``allocation: DRA`` is verified against the NVIDIA DRA driver's ResourceSlices
@@ -131,6 +135,13 @@ class NodeView:
     state_error: str = ""
     dra: DraNode | None = None
     """Pools with ``allocation: DRA``: its ResourceSlices and kubelet-plugin pods."""
+    layout: Layout | None = None
+    """The layout the node runs, per GPU, when its agent reports success for a config whose
+    entries say it (``migparted.layout_of``); None when that is not known."""
+    holders: Holders | None = None
+    """Who holds which GPU, as the GPU node agent published it (``holders``)."""
+    holders_error: str = ""
+    """Why the agent's record could not be read (then ``holders`` is None)."""
 
     def has_taint(self, taint: Taint) -> bool:
         return any(t.key == taint.key and t.effect == taint.effect for t in self.taints)
@@ -185,6 +196,9 @@ class PodView:
     tolerations: tuple[Toleration, ...] = ()
     claims: tuple[str, ...] = ()
     """Names of the ResourceClaims the pod uses (``status.resourceClaimStatuses``)."""
+    created: datetime | None = None
+    """``metadata.creationTimestamp``: a pod created at or after a holder record was read is
+    not in it, whatever the record lists under its name."""
 
     @property
     def key(self) -> str:
@@ -241,3 +255,6 @@ class DesiredNode:
     invalid: str = ""
     expected_devices: Mapping[str, int] | None = None
     plugin: str | None = None
+    layout: Layout | None = None
+    """The target's layout per GPU of this node, where a change can be made GPU by GPU
+    (device-plugin MIG pools); None: a change takes the whole node."""
