@@ -120,7 +120,7 @@ def _roll(
     policy = pool_claims.policy(obj["metadata"]["name"], seen.claims, spec.rollout)
     room = driver.room(ctx, nodes, involved, desired, dra)
     plan = rollout.plan(
-        seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room
+        seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room, queue=True
     )
     follow = None
     if dra is None:  # a DRA node's recount also reads its claims: the next pass makes it

@@ -254,7 +254,8 @@ def pool_view(node: Raw, sharing: Mapping[str, Any]) -> rollout.NodeView:
 
 
 def touched_by(view: rollout.NodeView, owner: str) -> bool:
-    return view.held_by(owner)
+    """``owner`` left something on the node: its record, its taint, its queue mark."""
+    return view.held_by(owner) or view.queued_by(owner)
 
 
 def pools_reading(node: Raw, pools: Mapping[str, LabelSelector | None]) -> set[str]:
@@ -268,7 +269,7 @@ def pools_reading(node: Raw, pools: Mapping[str, LabelSelector | None]) -> set[s
     return {
         name
         for name, selector in pools.items()
-        if selectors.matches(selector, view.labels) or view.held_by(geometry_owner(name))
+        if selectors.matches(selector, view.labels) or touched_by(view, geometry_owner(name))
     }
 
 

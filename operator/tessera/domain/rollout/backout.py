@@ -18,7 +18,7 @@ from tessera.api.v1alpha1.common import RolloutSpec
 from tessera.domain.rollout import actions as act
 from tessera.domain.rollout import gates
 from tessera.domain.rollout.releasing import back_out
-from tessera.domain.rollout.views import GEOMETRY_PENDING, NodeView
+from tessera.domain.rollout.views import GEOMETRY_PENDING, NodeView, queued_taint
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Backout:
 
 
 def backout(pool: str, policy: RolloutSpec, nodes: Sequence[NodeView], now: datetime) -> Backout:
-    """``nodes``: every node carrying this owner's state or Tessera's taint."""
+    """``nodes``: every node carrying this owner's state, Tessera's taint or its queue mark."""
     verify_timeout = gates.duration(policy.verify_timeout)
     out: list[act.Action] = []
     waiting: list[str] = []
@@ -39,6 +39,8 @@ def backout(pool: str, policy: RolloutSpec, nodes: Sequence[NodeView], now: date
     for node in sorted(nodes, key=lambda n: n.name):
         s = node.state
         why = f"{pool} is being deleted"
+        if node.queued_by(pool):
+            out.append(act.RemoveTaint(node.name, queued_taint(pool), why))
         if node.state_error:
             if node.has_taint(GEOMETRY_PENDING):
                 out.append(act.RemoveTaint(node.name, GEOMETRY_PENDING, why))

@@ -30,7 +30,7 @@ from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, Ro
 from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout import capacity, releasing, reporting, starting, targets
+from tessera.domain.rollout import capacity, queueing, releasing, reporting, starting, targets
 from tessera.domain.rollout.budget import Unavailable
 from tessera.domain.rollout.draining import Held
 from tessera.domain.rollout.machine import StepContext, step, untouched
@@ -131,6 +131,7 @@ def plan(
     room: capacity.Room | None = None,
     *,
     bystanders: Sequence[NodeView] = (),
+    queue: bool = False,
 ) -> Plan:
     """Decide this pass. ``pool`` is the owner id written on nodes (``NodePoolGeometry/x``).
 
@@ -141,7 +142,8 @@ def plan(
     drain's pods have somewhere to go (``capacity``); without it nothing is checked.
     ``bystanders``: members of the pool, not in ``desired`` nor ``nodes``, that this plan
     changes nothing on (a SharingPolicy's nodes that need no rollout): an unavailable one
-    holds the budget all the same.
+    holds the budget all the same. ``queue``: mark the members waiting for their turn
+    ``PreferNoSchedule`` while the rollout is under way (``queueing``).
     """
     by_node: dict[str, list[PodView]] = defaultdict(list)
     for pod in pods:
@@ -175,6 +177,8 @@ def plan(
             acc.tidy.pop(o.node, None)  # starting writes its own taint
     for tidy in acc.tidy.values():
         acc.actions.extend(tidy)
+    if queue:
+        acc.actions.extend(_queue(ctx, desired, nodes, admitted, approved_hash))
     stages = tuple(stage for stage in (stepping, tuple(acc.actions)) if stage)
     problems = reporting.bounded(acc.problems)
     digest = targets.plan_hash(pool, desired)
@@ -197,6 +201,24 @@ def plan(
         short_of_room=admitted.short,
         unavailable=admitted.taken,
     )
+
+
+def _queue(
+    ctx: StepContext,
+    desired: Mapping[str, DesiredNode],
+    nodes: Sequence[NodeView],
+    admitted: starting.Starts,
+    approved: str | None,
+) -> list[act.Action]:
+    """Queue the members that wait for a slot while a node of the pool is in flight or starts
+    and no pool-wide gate (pause, window, approval) is closed."""
+    outcomes = admitted.outcomes
+    waiting = {o.node for o in outcomes if o.phase == ReportPhase.PENDING and o.problem is None}
+    flying = any(
+        n.state is not None and n.state.owner == ctx.owner and in_flight(n.state) for n in nodes
+    ) or any(o.phase == ReportPhase.CORDONED for o in outcomes)
+    under_way = flying and starting.gate(ctx, desired, approved) is None
+    return queueing.tidy(ctx.owner, nodes, waiting, under_way)
 
 
 def visit(ctx: StepContext, acc: _Pass, node: NodeView, d: DesiredNode | None) -> None:

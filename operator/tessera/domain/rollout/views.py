@@ -108,10 +108,26 @@ def pending_taint(owner: str) -> Taint:
     it still reads the value, so each pool lifts only its own leftovers. A taint
     value is a label value (63 characters, no slash), hence the token.
     """
+    return replace(GEOMETRY_PENDING, value=owner_token(owner))
+
+
+QUEUED = Taint(constants.GEOMETRY_QUEUED_TAINT, "PreferNoSchedule")
+"""On a node waiting for its turn while its pool rolls out (``queueing``): kube-scheduler
+prefers the other nodes for new pods, so a pod evicted elsewhere is not placed where the
+rollout drains it again. Never NoSchedule: a soft preference blocks no pool, and it does not
+make the node unavailable (the budget does not count it)."""
+
+
+def queued_taint(owner: str) -> Taint:
+    return replace(QUEUED, value=owner_token(owner))
+
+
+def owner_token(owner: str) -> str:
+    """``owner`` as a taint value: a label value (63 characters, no slash)."""
     token = owner.replace("/", ".")
     if len(token) > 63:
         token = f"{token[:52]}.{hashlib.sha256(owner.encode()).hexdigest()[:10]}"
-    return replace(GEOMETRY_PENDING, value=token)
+    return token
 
 
 @dataclass(frozen=True)
@@ -158,6 +174,10 @@ class NodeView:
             return self.state.owner == owner
         value = self.taint_value(GEOMETRY_PENDING)
         return value is not None and value in ("", pending_taint(owner).value)
+
+    def queued_by(self, owner: str) -> bool:
+        """Whether ``owner``'s rollout queued this node (``QUEUED`` with its name)."""
+        return self.taint_value(QUEUED) == owner_token(owner)
 
 
 @dataclass(frozen=True, slots=True)
