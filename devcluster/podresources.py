@@ -97,7 +97,7 @@ class PodResourcesSim:
         self.informer = Informer(
             kube,
             "/api/v1/pods",
-            self._on_pod,
+            self.observe,
             name="sim-podresources",
             on_listing=self._on_listing,
             on_synced=self._on_synced,
@@ -245,7 +245,8 @@ class PodResourcesSim:
             for uid in set(self._where) - listed:
                 self._release(uid)
 
-    def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+    def observe(self, kind: str, pod: dict[str, Any]) -> None:
+        """A pod event, as the Informer hands it over (tests feed it directly)."""
         meta = pod["metadata"]
         uid = meta["uid"]
         with self._lock:
