@@ -93,7 +93,8 @@ def mig_device_name(minor: int, profile: str, gi_profile_id: int, start: int) ->
     return f"gpu-{minor}-mig-{compliant}-{gi_profile_id}-{start}"
 
 
-def _uuid(prefix: str, *parts: object) -> str:
+def sim_uuid(prefix: str, *parts: object) -> str:
+    """A stable ``GPU-``/``MIG-`` UUID of the simulated hardware: uuid5 of ``parts``."""
     return f"{prefix}-{uuid.uuid5(_UUIDS, '/'.join(str(p) for p in parts))}"
 
 
@@ -129,7 +130,7 @@ def engines(profile: str) -> dict[str, int]:
 def gpu_device(node: str, info: DraGpu, minor: int) -> dict[str, Any]:
     attributes = {
         "type": {"string": "gpu"},
-        "uuid": {"string": _uuid("GPU", node, minor)},
+        "uuid": {"string": sim_uuid("GPU", node, minor)},
         **_common(info, minor),
     }
     capacity = {"memory": {"value": f"{info.memory_mib}Mi"}}
@@ -140,8 +141,8 @@ def mig_device(node: str, info: DraGpu, minor: int, profile: str, start: int, si
     row = info.profiles[profile]
     attributes = {
         "type": {"string": "mig"},
-        "uuid": {"string": _uuid("MIG", node, minor, profile, start)},
-        "parentUUID": {"string": _uuid("GPU", node, minor)},
+        "uuid": {"string": sim_uuid("MIG", node, minor, profile, start)},
+        "parentUUID": {"string": sim_uuid("GPU", node, minor)},
         "profile": {"string": profile},
         **_common(info, minor),
     }

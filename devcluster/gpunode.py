@@ -12,6 +12,12 @@ itself: whether a layout fits a GPU is decided from the simulator's own placemen
 makes the MIG manager report failed (``true``: every time, ``once``: the next
 apply only, ``except:<config>``: for every config but that one), ``sim.tessera.io/mig-stuck`` leaves it
 pending forever.
+
+With ``podresources`` (a ``podresources.PodResourcesSim``, opt-in) the device plugin also
+publishes each node's devices there — GPU and MIG UUIDs and device IDs (``gpuinventory``) —
+which the simulated kubelet hands to pods and serves over the PodResources API, and the MIG
+manager fails (``sim.tessera.io/mig-error``) a config that changes the layout of a GPU on which
+a pod still holds a device.
 """
 
 from __future__ import annotations
@@ -21,20 +27,24 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from devcluster import fleet, hardware, migmanager
+from devcluster import fleet, gpuinventory, hardware, migmanager
 from devcluster.migmanager import MigError
 from tessera.adapters.informer import Informer
 from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
+if TYPE_CHECKING:
+    from devcluster.podresources import PodResourcesSim
+
 log = logging.getLogger(__name__)
 APPLIED_MIG = "sim.tessera.io/mig-applied"
 APPLIED_PLUGIN = "sim.tessera.io/device-plugin-applied"
 PLUGIN_ERROR = "sim.tessera.io/device-plugin-error"
+MIG_ERROR = "sim.tessera.io/mig-error"
 FAIL = "sim.tessera.io/mig-fail"
 STUCK = "sim.tessera.io/mig-stuck"
 
@@ -79,9 +89,15 @@ def shared_resources(
 
 class GpuNodeAgents:
     def __init__(
-        self, kube: Kube, *, reconfigure_seconds: float = 0.5, names: Names = Names()
+        self,
+        kube: Kube,
+        *,
+        reconfigure_seconds: float = 0.5,
+        names: Names = Names(),
+        podresources: PodResourcesSim | None = None,
     ) -> None:
         self.kube = kube
+        self.podresources = podresources
         self.delay = reconfigure_seconds
         self.names = names
         self.informer = Informer(kube, "/api/v1/nodes", self._on_node, name="sim-gpu-agents")
@@ -99,6 +115,8 @@ class GpuNodeAgents:
 
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
         labels = node["metadata"].get("labels", {})
+        if kind == "DELETED" and self.podresources:
+            self.podresources.forget(node["metadata"]["name"])
         if kind == "DELETED" or c.GPU_PRODUCT_LABEL not in labels:
             return
         if labels.get(c.GPU_WORKLOAD_CONFIG_LABEL, "container") != "container":
@@ -120,7 +138,8 @@ class GpuNodeAgents:
                 fleet.patch_node(self.kube, name, {c.MIG_CONFIG_STATE_LABEL: "pending"})
             return
         plugin_key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
-        if plugin_key != ann.get(APPLIED_PLUGIN, ""):
+        unpublished = self.podresources is not None and self.podresources.inventory(name) is None
+        if plugin_key != ann.get(APPLIED_PLUGIN, "") or unpublished:
             self._refresh(name)
 
     def _claim(self, node: str, config: str) -> bool:
@@ -156,7 +175,13 @@ class GpuNodeAgents:
                 injected and injected.startswith("except:") and injected != f"except:{wanted}"
             ):
                 raise MigError("injected failure")
-            self._advertised(node, self._mig_entries(wanted))  # fails like mig-parted does
+            entries = self._mig_entries(wanted)
+            self._advertised(node, entries)  # fails like mig-parted does
+            if self.podresources:  # a GPU in use cannot be repartitioned
+                count = int(node["metadata"]["labels"].get(c.GPU_COUNT_LABEL, "0"))
+                why = self.podresources.refusal(name, migmanager.layouts(count, entries))
+                if why:
+                    raise MigError(why)
             fleet.patch_node(
                 self.kube, name, {c.MIG_CONFIG_STATE_LABEL: "success"}, {APPLIED_MIG: wanted}
             )
@@ -166,7 +191,7 @@ class GpuNodeAgents:
                 self.kube,
                 name,
                 {c.MIG_CONFIG_STATE_LABEL: "failed"},
-                {APPLIED_MIG: wanted, "sim.tessera.io/mig-error": str(err)},
+                {APPLIED_MIG: wanted, MIG_ERROR: str(err)},
             )
         except ApiError as err:
             # The API server is away (a fault test restarts it). The node still says
@@ -190,7 +215,8 @@ class GpuNodeAgents:
             else None
         )
         try:
-            base = self._advertised(node, self._mig_entries(applied) if applied else [])
+            entries = self._mig_entries(applied) if applied else []
+            base = self._advertised(node, entries)
         except (MigError, hardware.UnknownHardwareError):
             return  # nothing a device plugin could advertise from
         key = labels.get(c.DEVICE_PLUGIN_CONFIG_LABEL, "")
@@ -199,6 +225,17 @@ class GpuNodeAgents:
             fleet.patch_node(self.kube, name, {}, {PLUGIN_ERROR: error, APPLIED_PLUGIN: key})
             return
         resources, replicas, sharing = shared_resources(base, config)
+        if self.podresources:  # the devices behind the counts, before the scheduler sees them
+            layouts = migmanager.layouts(int(labels.get(c.GPU_COUNT_LABEL, "0")), entries)
+            inventory = gpuinventory.build(
+                name,
+                hardware.gpu(labels[c.GPU_PRODUCT_LABEL]),
+                layouts,
+                labels.get(c.MIG_STRATEGY_LABEL, "mixed"),
+                config,
+                self.podresources.inventory(name),
+            )
+            self.podresources.publish(inventory)
         fleet.publish_devices(self.kube, node, "nvidia.com/", resources)
         fleet.patch_node(
             self.kube,
