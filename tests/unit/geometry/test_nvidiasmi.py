@@ -27,8 +27,7 @@ DEVICES = nvidiasmi.parse_list(LISTING)
         ("", {}),
         # R450-era MIG UUIDs name the parent GPU and the instance: still one device of GPU 0.
         (
-            f"GPU 0: A100-SXM4-40GB (UUID: {G0})\n"
-            f"  MIG 1g.5gb Device 0: (UUID: MIG-{G0}/7/0)\n",
+            f"GPU 0: A100-SXM4-40GB (UUID: {G0})\n  MIG 1g.5gb Device 0: (UUID: MIG-{G0}/7/0)\n",
             {G0: 0, "0": 0, f"MIG-{G0}/7/0": 0, "0:0": 0},
         ),
         # Warnings, blank lines, Windows line ends: only GPU and MIG lines count.
