@@ -41,7 +41,12 @@ def parts(install: str, kubectl: Kubectl) -> tuple[dict[str, str], dict[str, str
         docs = [d for d in yaml.safe_load_all(rendered) if d]
     else:
         operator_labels, docs = helm_install(kubectl)
-    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    ds = next(
+        d
+        for d in docs
+        if d["kind"] == "DaemonSet"
+        and d["metadata"]["labels"]["app.kubernetes.io/component"] == "vnpu-agent"
+    )
     ns = next(
         d
         for d in docs

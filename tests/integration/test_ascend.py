@@ -196,8 +196,8 @@ def test_the_agent_token_may_change_its_own_node_and_no_other(
     assert ERROR_ANNOTATION not in untouched
 
 
-# What the agent's token may not do to its own Node: it reports through its state label and
-# its two annotations, nothing else (a compromised agent must not uncordon its Node, drop
+# What the agent's token may not do to its own Node: the agents report through the vNPU state
+# label, its two annotations and the GPU agent's tessera.io/gpu-holders, nothing else (a compromised agent must not uncordon its Node, drop
 # Tessera's taint, relabel it to attract workloads or forge another component's annotation).
 OWN_NODE_REFUSALS = {
     "cordon": ({"spec": {"unschedulable": True}}, "may not change the spec of Node"),
@@ -215,9 +215,32 @@ OWN_NODE_REFUSALS = {
     ),
     "annotation": (
         {"metadata": {"annotations": {"x.test/probe": "x"}}},
-        "may change only the annotations tessera.io/vnpu.config.error and",
+        "may change only the annotations tessera.io/vnpu.config.error,",
     ),
 }
+
+
+def test_the_agent_token_may_publish_gpu_holders_on_its_own_node_and_no_other(
+    kube: Kube, ascend_nodes: npunode.AscendNodes
+) -> None:
+    """The GPU agent shares the ServiceAccount, and so the policy: its one annotation."""
+    own, other = f"{POOL}-0", f"{POOL}-1"
+    record = {"metadata": {"annotations": {c.GPU_HOLDERS_ANNOTATION: '{"v":1}'}}}
+    agent = _agent_kube(ascend_nodes, own)
+    try:
+        agent.patch(path_of("v1", "nodes", own), record)
+        with pytest.raises(ApiError) as refused:
+            agent.patch(path_of("v1", "nodes", other), record)
+        agent.patch(
+            path_of("v1", "nodes", own),
+            {"metadata": {"annotations": {c.GPU_HOLDERS_ANNOTATION: None}}},
+        )
+    finally:
+        agent.close()
+    assert refused.value.status == 403, refused.value
+    assert "tessera-agent-own-node" in refused.value.message, refused.value.message
+    untouched = kube.get(path_of("v1", "nodes", other))["metadata"].get("annotations") or {}
+    assert c.GPU_HOLDERS_ANNOTATION not in untouched
 
 
 @pytest.mark.parametrize("change", OWN_NODE_REFUSALS)

@@ -140,7 +140,8 @@ def test_an_empty_agent_namespace_stops_the_chart_with_a_message_naming_the_valu
     message = " ".join(refused.stderr.split())
     assert "vnpuAgent.namespace is empty: the vNPU agent runs privileged" in message
     assert "set vnpuAgent.namespace, or vnpuAgent.enabled=false" in message
-    off = helm_template("vnpuAgent.namespace=", "vnpuAgent.enabled=false")
+    assert "vnpuAgent.enabled=false and gpuAgent.enabled=false" in message  # both use it
+    off = helm_template("vnpuAgent.namespace=", "vnpuAgent.enabled=false", "gpuAgent.enabled=false")
     assert "DaemonSet" not in kinds(off)
     assert {"tessera-agent"} == {
         d["metadata"].get("namespace") for d in docs(helm_template()) if d["kind"] == "DaemonSet"

@@ -261,9 +261,14 @@ def test_the_agent_policy_follows_the_agent_namespace_the_chart_is_given() -> No
         d for d in _docs(chart, "ServiceAccount") if d["metadata"]["name"] == "tessera-agent"
     ]
     assert [d["metadata"]["namespace"] for d in agent_accounts] == ["npu-agents"]
-    [ds] = _docs(chart, "DaemonSet")
-    assert ds["metadata"]["namespace"] == "npu-agents"
-    assert ds["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-agent"
+    daemonsets = _docs(chart, "DaemonSet")  # the vNPU agent's and the GPU agent's
+    assert sorted(d["metadata"]["name"] for d in daemonsets) == [
+        "tessera-gpu-agent",
+        "tessera-vnpu-agent",
+    ]
+    for ds in daemonsets:
+        assert ds["metadata"]["namespace"] == "npu-agents"
+        assert ds["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-agent"
     subjects = [
         s
         for kind in ("ClusterRoleBinding", "RoleBinding")

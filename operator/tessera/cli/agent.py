@@ -22,6 +22,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     vnpu.add_argument("--npu-smi", default="npu-smi", help="path of npu-smi")
     vnpu.add_argument("--configmap", default="", help="NAMESPACE/NAME of the vNPU configs")
     vnpu.set_defaults(func=_vnpu)
+    gpus = sub.add_parser(
+        "gpus", help="GPU agent: publishes which pods hold which GPU (tessera.io/gpu-holders)"
+    )
+    gpus.add_argument(
+        "--node", default=os.environ.get("NODE_NAME"), help="this node (default $NODE_NAME)"
+    )
+    gpus.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    gpus.add_argument(
+        "--pod-resources-socket",
+        default="/var/lib/kubelet/pod-resources/kubelet.sock",
+        help="the kubelet's PodResources API socket (default: %(default)s)",
+    )
+    gpus.add_argument("--nvidia-smi", default="nvidia-smi", help="path of nvidia-smi")
+    gpus.add_argument(
+        "--interval", type=float, default=10.0, help="seconds between looks (default: 10)"
+    )
+    gpus.set_defaults(func=_gpus)
 
 
 def _vnpu(args: argparse.Namespace) -> int:
@@ -52,4 +69,22 @@ def _vnpu(args: argparse.Namespace) -> int:
     informer.start()
     stop.wait()
     informer.stop()
+    return 0
+
+
+def _gpus(args: argparse.Namespace) -> int:
+    from tessera.adapters.kube import Kube
+    from tessera.agent.gpus import GpuAgent
+
+    if not args.node:
+        raise SystemExit("tessera agent gpus: --node or $NODE_NAME is required")
+    if args.interval <= 0:
+        raise SystemExit("tessera agent gpus: --interval must be positive")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    kube = Kube.from_kubeconfig(args.kubeconfig)
+    agent = GpuAgent(kube, args.node, socket=args.pod_resources_socket, nvidia_smi=args.nvidia_smi)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    agent.run(args.interval, stop)
     return 0

@@ -22,5 +22,5 @@ app.kubernetes.io/component: operator
 
 {{- /* The agent runs privileged: never fall back to the release namespace (restricted). */ -}}
 {{- define "tessera.agentNamespace" -}}
-{{ required "vnpuAgent.namespace is empty: the vNPU agent runs privileged and needs a namespace of its own whose Pod Security allows it (default tessera-agent), not the release namespace (restricted); set vnpuAgent.namespace, or vnpuAgent.enabled=false" .Values.vnpuAgent.namespace }}
+{{ required "vnpuAgent.namespace is empty: the vNPU agent runs privileged (and the GPU agent, in the same namespace) and needs a namespace of its own whose Pod Security allows it (default tessera-agent), not the release namespace (restricted); set vnpuAgent.namespace, or vnpuAgent.enabled=false and gpuAgent.enabled=false" .Values.vnpuAgent.namespace }}
 {{- end }}

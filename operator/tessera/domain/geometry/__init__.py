@@ -10,6 +10,7 @@ capacity     validate_mig_node(), mig_capacity() under MIG strategy single / mix
 migparted    render_mig_parted(): the mig-parted ConfigMap data for a pool
 ascend       Ascend chips and vNPU templates (ascend_catalog.yaml), check_templates()
 vnpu         validate_vnpu_node(), vnpu_capacity(), render_vnpu_config() for the node agent
+nvidiasmi    `nvidia-smi -L` and device-plugin device IDs -> GPU indices (the GPU node agent)
 
 Nothing here performs I/O beyond reading its own packaged data files.
 """
