@@ -171,14 +171,19 @@ def test_publishes_once_and_not_again_while_the_holders_stay(kubelet: Kubelet, s
     assert dict(record.pods) == {"serving/llm-0": (0,), "batch/tune": (1,)}
     assert record.read == T0 + timedelta(seconds=10) and not record.overflow
     assert kube.node["metadata"]["annotations"]["other"] == "kept"
+    # once more a second later, so that a pod started in the second of the first read counts
+    assert agent.step() is True
+    settled = kube.record()
+    assert settled is not None and settled.pods == record.pods
+    assert settled.read == T0 + timedelta(seconds=20)
     assert agent.step() is False and agent.step() is False
-    assert len(kube.patches) == 1
+    assert len(kube.patches) == 2
     assert smi.runs == 1  # the allocatable devices did not change
     kubelet.pods["serving/llm-1"] = [("nvidia.com/gpu", G0)]
     assert agent.step() is True
     record = kube.record()
     assert record is not None and record.gpus_of("serving/llm-1") == (0,)
-    assert record.read == T0 + timedelta(seconds=40)
+    assert record.read == T0 + timedelta(seconds=50)
 
 
 def test_a_record_already_on_the_node_is_not_rewritten(kubelet: Kubelet, socket: str) -> None:
@@ -228,6 +233,7 @@ def test_more_holders_than_the_record_keeps_publish_overflow(kubelet: Kubelet, s
     assert agent.step() is True
     raw = kube.node["metadata"]["annotations"][GPU_HOLDERS_ANNOTATION]
     assert json.loads(raw) == {"v": 1, "read": "2026-12-07T07:00:10Z", "overflow": True}
+    assert agent.step() is True  # the settling write
     assert agent.step() is False
     del kubelet.pods["a/p0"]  # exactly MAX_PODS: listed again
     assert agent.step() is True
@@ -275,6 +281,7 @@ def test_a_failed_nvidia_smi_or_write_publishes_nothing(
     assert agent.step() is False
     kube.fail = None
     assert agent.step() is True  # read the Node again, then wrote
+    assert agent.step() is True  # and once more, settled
     assert agent.step() is False
 
 

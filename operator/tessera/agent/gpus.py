@@ -6,8 +6,11 @@ holds (``tessera.agent.podresources``), maps them to GPU indices with ``nvidia-s
 the annotation ``tessera.io/gpu-holders`` (``tessera.domain.rollout.holders``), so that a
 rollout evicts only the pods on the GPUs it changes.
 
-It writes only when the holders change (not for a newer ``read`` alone): ten thousand nodes
-stay quiet while their pods do. The index map is re-read with ``nvidia-smi`` only when the
+It writes when the holders change, and once more at its next look a second or more later
+(``settle``): a rollout trusts the record only for pods created before ``read``, to the
+second, so a pod that started in the second of the read would otherwise make the record
+stale until the next change. Otherwise it never writes for a newer ``read`` alone: ten
+thousand nodes stay quiet while their pods do. The index map is re-read with ``nvidia-smi`` only when the
 node's allocatable device IDs change (a MIG reconfiguration, a new sharing config) or when the
 last map did not name them all. When the kubelet does not answer, or nvidia-smi fails, it logs
 and publishes nothing: the record it left grows stale, and a rollout drains the whole node.
@@ -48,6 +51,7 @@ class GpuAgent:
         self._devices: dict[str, int] = {}
         self._listed: frozenset[str] | None = None  # the allocatable IDs _devices was read for
         self._published: holders.Holders | None = None  # what the Node holds, once known
+        self._settle = False  # a change was published: write it again with a later read
 
     def step(self) -> bool:
         """One look at the kubelet; True when it published a new record."""
@@ -68,8 +72,13 @@ class GpuAgent:
         record = holders.bounded(read, pods, unmapped)
         if unmapped:
             log.info("%s: devices nvidia-smi does not name, held by %s", self.node, unmapped)
-        if _same(record, self._current()):
-            return False
+        current = self._current()
+        if _same(record, current):
+            if not (self._settle and current is not None and _later(read, current.read)):
+                return False
+            self._settle = False  # the same holders, read a second later: trusted for them all
+        else:
+            self._settle = True
         patch = {"metadata": {"annotations": {c.GPU_HOLDERS_ANNOTATION: holders.encode(record)}}}
         try:
             self.kube.patch(path_of("v1", "nodes", self.node), patch)
@@ -127,6 +136,11 @@ def _same(record: holders.Holders, published: holders.Holders | None) -> bool:
         published.unmapped,
         published.overflow,
     )
+
+
+def _later(a: datetime, b: datetime) -> bool:
+    """``a`` is in a later second than ``b`` (the record keeps seconds)."""
+    return a.replace(microsecond=0) > b.replace(microsecond=0)
 
 
 def _runner(path: str) -> Callable[[], str]:
