@@ -49,6 +49,10 @@ AGENT = Account("tessera-agent", "tessera-agent")
 # the same cluster (the install tests' server dry runs) never meets an object of ours.
 AGENT_DAEMONSET = "tessera-vnpu-agent-sim"
 AGENT_LABELS = {"app.kubernetes.io/name": "tessera", "app.kubernetes.io/component": "vnpu-agent"}
+# The same for config/agent's GPU agent DaemonSet; the operator counts a GPU holder record
+# only while a pod with these labels runs on the node.
+GPU_AGENT_DAEMONSET = "tessera-gpu-agent-sim"
+GPU_AGENT_LABELS = {"app.kubernetes.io/name": "tessera", c.COMPONENT_LABEL: c.GPU_AGENT_COMPONENT}
 
 
 def token(
@@ -78,6 +82,23 @@ def kubeconfig(kube: Kube, bearer: str, user: str, path: Path) -> Path:
     return path
 
 
+def gpu_agent_pod(kube: Kube, node: str, timeout: float = 60.0) -> dict[str, Any]:
+    """The GPU agent's Pod on ``node``, as ``agent_pod`` finds the vNPU agent's: its
+    DaemonSet stand-in runs on every GPU node (GPU Feature Discovery's product label)."""
+    ds = _daemonset(kube, GPU_AGENT_DAEMONSET, GPU_AGENT_LABELS, c.GPU_PRODUCT_LABEL)
+    return _pod_of(kube, ds, node, GPU_AGENT_DAEMONSET, GPU_AGENT_LABELS, timeout)
+
+
+def remove_gpu_agents(kube: Kube) -> None:
+    """Delete the GPU agent's DaemonSet stand-in, and with it its Pods."""
+    path = path_of("apps/v1", "daemonsets", GPU_AGENT_DAEMONSET, AGENT.namespace)
+    try:
+        kube.delete(path, {"propagationPolicy": "Foreground"})
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
 def agent_pod(kube: Kube, node: str, timeout: float = 60.0) -> dict[str, Any]:
     """The agent's Pod on ``node``, created there by the DaemonSet controller.
 
@@ -87,7 +108,19 @@ def agent_pod(kube: Kube, node: str, timeout: float = 60.0) -> dict[str, Any]:
     skipped by drains as the real agent's pod is; it runs no container (the agent runs as a
     process of the dev cluster), and KWOK reports it Running.
     """
-    uid = _agent_daemonset(kube)["metadata"]["uid"]
+    ds = _daemonset(kube, AGENT_DAEMONSET, AGENT_LABELS, c.NPU_CHIP_NAME_LABEL)
+    return _pod_of(kube, ds, node, AGENT_DAEMONSET, AGENT_LABELS, timeout)
+
+
+def _pod_of(
+    kube: Kube,
+    ds: Mapping[str, Any],
+    node: str,
+    name: str,
+    labels: Mapping[str, str],
+    timeout: float,
+) -> dict[str, Any]:
+    uid = ds["metadata"]["uid"]
 
     def owned(pod: Mapping[str, Any]) -> bool:
         return uid in {o.get("uid") for o in pod["metadata"].get("ownerReferences") or []}
@@ -97,19 +130,19 @@ def agent_pod(kube: Kube, node: str, timeout: float = 60.0) -> dict[str, Any]:
         AGENT.namespace,
         node,
         owned,
-        f"Pod of DaemonSet {AGENT.namespace}/{AGENT_DAEMONSET} bound"
-        " (DaemonSet controller, kube-scheduler)",
+        f"Pod of DaemonSet {AGENT.namespace}/{name} bound (DaemonSet controller, kube-scheduler)",
         timeout,
-        label_selector=",".join(f"{k}={v}" for k, v in AGENT_LABELS.items()),
+        label_selector=",".join(f"{k}={v}" for k, v in labels.items()),
     )
 
 
-def _agent_daemonset(kube: Kube) -> dict[str, Any]:
-    on_npu_nodes = {"key": c.NPU_CHIP_NAME_LABEL, "operator": "Exists"}  # as config/agent's
+def _daemonset(kube: Kube, name: str, labels: Mapping[str, str], on: str) -> dict[str, Any]:
+    """A DaemonSet stand-in on the nodes carrying label ``on`` (as config/agent's select)."""
+    where = {"key": on, "operator": "Exists"}
     affinity = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [on_npu_nodes]}]
+                "nodeSelectorTerms": [{"matchExpressions": [where]}]
             }
         }
     }
@@ -118,10 +151,10 @@ def _agent_daemonset(kube: Kube) -> dict[str, Any]:
     ds = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": AGENT_DAEMONSET, "labels": AGENT_LABELS},
+        "metadata": {"name": name, "labels": dict(labels)},
         "spec": {
-            "selector": {"matchLabels": AGENT_LABELS},
-            "template": {"metadata": {"labels": AGENT_LABELS}, "spec": spec},
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": spec},
         },
     }
     return _ensure(kube, path_of("apps/v1", "daemonsets", namespace=AGENT.namespace), ds)

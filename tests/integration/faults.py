@@ -282,13 +282,14 @@ def node_of(kube: Kube, name: str) -> Obj:
 
 
 def assert_released(kube: Kube, pool: str, admin_cordoned: frozenset[str] = frozenset()) -> None:
-    """Tessera left nothing behind: no cordon of its own, no taint, no rollout state."""
+    """Tessera left nothing behind: no cordon of its own, no taint (pending or queued), no
+    rollout state."""
     for node in pool_nodes(kube, pool):
         name = node["metadata"]["name"]
         held = bool(node["spec"].get("unschedulable"))
         assert held == (name in admin_cordoned), (name, node["metadata"].get("annotations"))
         taints = [t["key"] for t in node["spec"].get("taints") or []]
-        assert c.GEOMETRY_PENDING_TAINT not in taints, name
+        assert not [t for t in taints if t.startswith("tessera.io/")], (name, taints)  # queued too
         annotations = node["metadata"].get("annotations") or {}
         assert c.NODE_STATE_ANNOTATION not in annotations, name
         assert c.NODE_PHASE_ANNOTATION not in annotations, name
