@@ -28,6 +28,7 @@ a GPU whose layout would change while a pod holds one of its devices fails the a
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 import threading
@@ -90,8 +91,14 @@ def numa_node(gpu: int, count: int) -> int:
 class PodResourcesSim:
     """The simulated device manager and PodResources endpoint of every simulated GPU node."""
 
-    def __init__(self, kube: Kube, workdir: Path | None = None, *, workers: int = 8) -> None:
+    def __init__(
+        self, kube: Kube, workdir: Path | None = None, *, workers: int = 8, spread: bool = False
+    ) -> None:
+        """``spread``: hand out free devices in an order drawn from the pod's uid instead of
+        lowest GPU first — a kubelet's device manager promises no order, and a bench whose
+        two replicas per node would all sit on GPUs 0 and 1 measures nothing per GPU."""
         self.kube = kube
+        self.spread = spread
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="tessera-podres-"))
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="podres")
         self.informer = Informer(
@@ -280,7 +287,12 @@ class PodResourcesSim:
         for container, wants in pod.containers:
             mine: list[Device] = []
             for resource, count in sorted(wants.items()):
-                offered = [d for d in free if d.resource == resource][:count]
+                offered = [d for d in free if d.resource == resource]
+                if self.spread:
+                    offered.sort(
+                        key=lambda d: hashlib.sha256(f"{pod.uid}/{d.id}".encode()).digest()
+                    )
+                offered = offered[:count]
                 if len(offered) < count:
                     log.warning(
                         "sim device manager: %s: %s/%s wants %d %s, %d free",
