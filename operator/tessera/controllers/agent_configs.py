@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from tessera.adapters.kube import ApiError, Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
@@ -52,15 +50,8 @@ def locate(ctx: Context, spec: NodePoolGeometrySpec) -> AgentConfigMap:
 
 
 def sections(where: AgentConfigMap, current: Obj | None) -> Mapping[str, Any]:
-    """The configs of ``where``'s section as the map holds them (``{}`` when unreadable):
-    what a node's config label means, GPU by GPU."""
-    text = ((current or {}).get("data") or {}).get(where.key) or ""
-    try:
-        doc = yaml.safe_load(text) if text else None
-    except yaml.YAMLError:
-        return {}
-    configs = doc.get(where.section) if isinstance(doc, dict) else None
-    return configs if isinstance(configs, dict) else {}
+    """The configs of ``where``'s section as the map holds them (``pools.configs_in``)."""
+    return pools.configs_in(((current or {}).get("data") or {}).get(where.key) or "", where.section)
 
 
 def ensure(

@@ -232,6 +232,17 @@ def _ascend(pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str]) ->
     return NodeTarget(desired, (name, entries), expected)
 
 
+def configs_in(text: str, section: str) -> dict[str, Any]:
+    """The configs of ``section`` in an agent ConfigMap's text, ``{}`` when it holds none or
+    does not parse: what a node's config label means (``current_layout``), never a write."""
+    try:
+        doc = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return {}
+    configs = doc.get(section) if isinstance(doc, dict) else None
+    return dict(configs) if isinstance(configs, dict) else {}
+
+
 def configs_document(
     existing: str,
     pool: str,

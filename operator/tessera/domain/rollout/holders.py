@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from tessera.domain.rollout.state import ts
+
 VERSION = 1
 MAX_PODS = 256
 MAX_INDEX = 15  # the API's device range (tessera.api.v1alpha1.devices)
@@ -54,7 +56,7 @@ class Holders:
 
 def encode(holders: Holders) -> str:
     """Compact, key-sorted JSON: equal records give byte-equal annotations (no spurious writes)."""
-    out: dict[str, Any] = {"v": VERSION, "read": _ts(holders.read)}
+    out: dict[str, Any] = {"v": VERSION, "read": ts(holders.read)}
     if holders.overflow:
         out["overflow"] = True
     else:
@@ -103,10 +105,6 @@ def decode(raw: str | None) -> Holders | None:
     if not isinstance(unmapped, list) or not all(isinstance(p, str) for p in unmapped):
         raise HoldersError("unmapped must list pods")
     return Holders(read, out, tuple(sorted(unmapped)))
-
-
-def _ts(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _time(raw: Any) -> datetime:
