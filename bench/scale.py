@@ -6,6 +6,8 @@ One control plane with real scheduling, one ``tessera run`` process, measured si
    pod spread over 50 namespaces, placed by kube-scheduler and run by KWOK (timed: setup);
 1. the raw write floor: one label patch per node sent one after another by a plain
    client (the operator also writes one request at a time);
+   then every node carries the GPU node agent's record of which pod holds which GPU
+   (``tessera.io/gpu-holders``, written once as the agent would: it writes only on change);
 2. a SharingPolicy created over the same nodes (TimeSlicing: a label on each node, no
    disruption), timed from the create until the API server has streamed the label on every
    node; writes counted from the node watch;
@@ -20,6 +22,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from bench import _workloads
@@ -30,6 +33,8 @@ from bench._harness import (
     WriteMeter,
     control_plane,
     create_nodes,
+    node_path,
+    parallel,
     scaled,
     table,
     wait_until,
@@ -37,6 +42,7 @@ from bench._harness import (
 from devcluster import fleet
 from tessera.adapters.kube import Kube
 from tessera.api import constants as c
+from tessera.domain.rollout import holders
 
 GPU = {"nvidia.com/gpu": "1"}
 
@@ -139,12 +145,36 @@ def workloads(kube: Kube) -> float:
     return time.monotonic() - start
 
 
+def records(kube: Kube) -> int:
+    """The GPU agent's record on every node, from the pods kube-scheduler bound there (one
+    GPU each, numbered in bind order): what ``tessera agent gpus`` would publish. Returns the
+    largest record's size in bytes."""
+    held: dict[str, dict[str, list[int]]] = {}
+    for pod in kube.list("/api/v1/pods"):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            mine = held.setdefault(node, {})
+            meta = pod["metadata"]
+            mine[f"{meta['namespace']}/{meta['name']}"] = [len(mine) % 8]
+    read = datetime.now(UTC)
+    encoded = {n: holders.encode(holders.bounded(read, pods, ())) for n, pods in held.items()}
+
+    def write(kube: Kube, node: str) -> None:
+        patch = {"metadata": {"annotations": {c.GPU_HOLDERS_ANNOTATION: encoded[node]}}}
+        kube.patch(node_path(node), patch)
+
+    parallel(kube, write, sorted(encoded))
+    return max((len(v) for v in encoded.values()), default=0)
+
+
 def cluster(kube: Kube) -> tuple[float, float]:
     """The nodes, then the workloads: the seconds until each was Ready."""
     nodes_s = create_nodes(kube, fleet.pool("scale", "H100-80GB", NODES), timeout=3600)
     say(f"{NODES:,} KWOK nodes Ready in {nodes_s:.0f} s")
     pods_s = workloads(kube)
     say(f"{PODS:,} pods Ready in {pods_s:.0f} s")
+    largest = records(kube)
+    say(f"GPU holders record on every node (largest {largest} bytes)")
     return nodes_s, pods_s
 
 
