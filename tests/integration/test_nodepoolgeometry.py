@@ -141,7 +141,7 @@ def test_a_converged_pool_gets_no_writes(
     # Watch the pool's nodes across more than two resync intervals (5 s each): the
     # server ends the watch after 12 s, and not one write may arrive in that window.
     writes = [
-        (kind, node["metadata"]["name"])
+        (kind, node["metadata"]["name"], _writer(node))
         for kind, node in kube.watch(
             "/api/v1/nodes",
             resource_version=version,
@@ -151,6 +151,13 @@ def test_a_converged_pool_gets_no_writes(
         if kind != "BOOKMARK"
     ]
     assert writes == []
+
+
+def _writer(obj: dict[str, Any]) -> str:
+    """The field manager of the newest managedFields entry: who made a write that should not be."""
+    entries = obj["metadata"].get("managedFields") or []
+    newest = max(entries, key=lambda e: e.get("time") or "", default={})
+    return str(newest.get("manager", "?"))
 
 
 def test_a_hand_edit_of_the_agent_configmap_is_repaired_while_idle_passes_are_skipped(
