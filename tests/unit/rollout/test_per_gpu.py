@@ -292,3 +292,32 @@ LAYOUTS = {
 @pytest.mark.parametrize(("body", "count", "want"), LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_layout_of(body: object, count: int, want: Layout | None) -> None:
     assert migparted.layout_of(body, count) == want
+
+
+# -- what tessera plan says each changed GPU runs now and next -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "now, target, gpus, want",
+    [
+        pytest.param(WHOLE, HALF, (0, 1, 2, 3), "0-3: whole GPU -> 2x3g.40gb", id="alike-grouped"),
+        pytest.param(
+            ((("7g.80gb", 1),), (("1g.10gb", 2), ("3g.40gb", 1)), ()),
+            ((("1g.10gb", 7),), (), ()),
+            (0, 1),
+            "0: 7g.80gb -> 7x1g.10gb, 1: 2x1g.10gb + 3g.40gb -> whole GPU",
+            id="each-its-own",
+        ),
+        pytest.param(None, HALF, (0,), "", id="layout-now-unknown"),
+        pytest.param(WHOLE, HALF[:4], (0,), "", id="gpu-counts-differ"),
+    ],
+)
+def test_moves_name_each_changed_gpu_old_and_new(
+    now: Layout | None, target: Layout, gpus: tuple[int, ...], want: str
+) -> None:
+    assert scope.moves(now, target, gpus) == want
+    assert (
+        scope.Scope((0, 1, 2, 3))
+        .text(4, 4, want)
+        .startswith(f"GPUs 0-3 change ({want}); " if want else "GPUs 0-3 change; ")
+    )
