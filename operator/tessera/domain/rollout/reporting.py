@@ -69,22 +69,15 @@ def counts(reports: Sequence[NodeReport]) -> NodeCounts:
 def scopes(reports: Sequence[NodeReport]) -> tuple[NodeScope, ...]:
     """``status.scopes``: the nodes in flight on a pool that changes GPU by GPU, what their
     change takes (the GPUs, or why the whole node), by name, at most ``MAX_PROBLEMS``."""
-    busy = sorted(
-        (
-            r
-            for r in reports
-            if r.scope is not None and r.phase in (*IN_PROGRESS, ReportPhase.BLOCKED)
-        ),
-        key=lambda r: r.name,
-    )
     out = []
-    for r in busy:
-        assert r.scope is not None
-        if r.scope.gpus is None and not r.scope.whole:
+    for r in sorted(reports, key=lambda r: r.name):
+        where = r.scope
+        if where is None or r.phase not in (*IN_PROGRESS, ReportPhase.BLOCKED):
+            continue
+        if where.gpus is None and not where.whole:
             continue  # a pool whose changes always take whole nodes: nothing to say
-        gpus = gpu_list(r.scope.gpus) if r.scope.gpus is not None else ""
-        whole = r.scope.whole[:512]
-        out.append(NodeScope(node=r.name, phase=r.phase.value, gpus=gpus, whole=whole))
+        gpus = gpu_list(where.gpus) if where.gpus is not None else ""
+        out.append(NodeScope(node=r.name, phase=r.phase.value, gpus=gpus, whole=where.whole[:512]))
     return tuple(out[:MAX_PROBLEMS])
 
 
