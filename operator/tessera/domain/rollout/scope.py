@@ -45,8 +45,9 @@ class Scope:
 
     def text(self, leave: int, stay: int, moves: str = "") -> str:
         """``GPUs 0-3 change; 6 pods move, 10 stay``, ``whole node: <why>; 6 pods move``, or
-        ``""`` for a pool whose changes always take the whole node. ``moves`` (``moves``)
-        says after the GPUs what each runs now and next: ``GPUs 0-3 change (0-3: ...)``."""
+        ``""`` for a pool whose changes always take the whole node. ``moves``, the text of
+        ``moves()``, says after the GPUs what each runs now and next (``tessera plan``):
+        ``GPUs 0-3 change (0-3: whole GPU -> 2x3g.40gb); ...``."""
         if self.gpus is not None:
             which = f"GPU {self.gpus[0]}" if len(self.gpus) == 1 else f"GPUs {gpu_list(self.gpus)}"
             what = f" ({moves})" if moves else ""
