@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from builders import custom
 from devcluster import fleet, gpunode
 from devcluster.gpuagents import GpuAgents
 from devcluster.podresources import PodResourcesSim
+from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 from tessera.domain.rollout import holders
@@ -37,6 +39,7 @@ from .conftest import OperatorProcess
 from .faults import NPG, assert_released, node_of, wait_ready
 from .helpers import app_pods, eventually, namespace, serve
 from .rollout_ledger import Ledger
+from .test_plan import plan, save_snapshot
 
 pytestmark = pytest.mark.integration
 REPLICAS = 8
@@ -142,7 +145,44 @@ def _start_events(w: World, node: str) -> str:
     return "\n".join(str(e["message"]) for e in events)
 
 
-def test_only_the_pods_on_the_changed_gpus_move_and_each_moves_once(world: World) -> None:
+def _names_on(w: World, node: str, gpus: set[int]) -> set[str]:
+    """``namespace/name`` of the pods the simulated kubelet says hold one of ``gpus``."""
+    return {p for p, held in w.sim.holders(node).items() if held & gpus}
+
+
+def _plan_says_what_moves(
+    w: World, pool: str, node: str, kubeconfig: Path, tmp_path: Path
+) -> list[dict[str, Any]]:
+    """``tessera plan`` of the repartition, live and from a snapshot: the node's GPUs 0-3
+    change, old -> new, the pods on them move and the others stay. Its changes, as JSON."""
+    spec = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}}, **story.HALF_MIG}
+    manifest = tmp_path / "half.yaml"
+    manifest.write_text(yaml.safe_dump(custom("NodePoolGeometry", pool, spec)))
+    code, live, text = plan(kubeconfig, manifest)
+    assert code == 2, text
+    [obj] = [o for o in live["objects"] if o["name"] == pool]
+    [change] = obj["changes"]
+    line = "GPUs 0-3 change (0-3: whole GPU -> 7x1g.10gb); 4 pods move, 4 stay"
+    assert change["node"] == node and change["scope"] == line
+    assert [(g["index"], g["before"], g["after"]) for g in change["gpus"]] == [
+        (i, "whole GPU", "7x1g.10gb") for i in range(4)
+    ]
+    assert set(change["evicts"]) == _names_on(w, node, {0, 1, 2, 3})
+    assert set(change["stays"]) == _names_on(w, node, {4, 5, 6, 7})
+    assert obj["pods_to_evict"] == 4
+    assert f"      {line}\n" in text
+    snap = tmp_path / "cluster.yaml"
+    save_snapshot(kubeconfig, snap)
+    code, offline, _ = plan(None, manifest, snapshot=snap)
+    assert code == 2
+    assert next(o for o in offline["objects"] if o["name"] == pool)["changes"] == obj["changes"]
+    changes: list[dict[str, Any]] = obj["changes"]
+    return changes
+
+
+def test_only_the_pods_on_the_changed_gpus_move_and_each_moves_once(
+    world: World, control_plane: Any, tmp_path: Path
+) -> None:
     w, pool, ns = world, "pg-half", "pg-half"
     node, pods = _pool(w, pool, ns)
     w.agents.start([node])
@@ -150,12 +190,27 @@ def test_only_the_pods_on_the_changed_gpus_move_and_each_moves_once(world: World
     assert sorted(g for gpus in record.pods.values() for g in gpus) == list(range(8))
     changing, staying = _on(w, node, {0, 1, 2, 3}), _on(w, node, {4, 5, 6, 7})
     assert len(changing) == len(staying) == 4
+    planned = _plan_says_what_moves(w, pool, node, control_plane.kubeconfig, tmp_path)
+    scopes: list[list[dict[str, Any]]] = []  # status.scopes, every write of the pool's status
+
+    def status(kind: str, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == pool and kind != "DELETED":
+            scopes.append((obj.get("status") or {}).get("scopes") or [])
+
+    watch = Informer(w.kube, NPG, status, name="scopes")
+    watch.start()
     with Ledger(w.kube, pool, ns, budgets={"serve": MIN_AVAILABLE}) as ledger:
         ledger.gate_open.set()
         _repartition(w, pool)
         wait_ready(w.kube, pool, 240, f"{pool} with GPUs 0-3 repartitioned")
+    eventually(lambda: scopes and scopes[-1] == [], 30, "status.scopes empty once Ready")
+    watch.stop()
+    named = [(s["node"], s["gpus"], s["whole"]) for seen in scopes for s in seen]
+    assert named and set(named) == {(node, "0-3", "")}, "the status named GPUs 0-3 in flight"
     assert story.slices(node_of(w.kube, node)) == ("4", "28")
     assert set(ledger.evicted) == changing, "exactly the replicas on GPUs 0-3 were evicted"
+    moved = {f"{ns}/{name}" for name in ledger.evicted.values()}
+    assert moved == set(planned[0]["evicts"]), "the pods the plan named, and only those"
     live = {p["metadata"]["uid"] for p in app_pods(w.kube, ns, "serve")}
     assert staying <= live, "the replicas on GPUs 4-7 kept running, untouched"
     assert ledger.below_budget == [] and ledger.worst <= 1

@@ -224,6 +224,7 @@ def _status(
         "plan": plan.summary.model_dump(by_alias=True),
         "nodes": plan.counts.model_dump(by_alias=True),
         "problems": [p.model_dump(by_alias=True) for p in plan.problems],
+        "scopes": [s.model_dump(by_alias=True) for s in plan.scopes],
         "capacity": {k: str(v) for k, v in sorted(capacity.items())},
         "conditions": [],  # the pass's verdict, added by the skeleton
     }

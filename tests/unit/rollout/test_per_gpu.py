@@ -11,6 +11,7 @@ from rollout_builders import POOL, T0, desired, kinds, policy, secs, state, writ
 
 from builders.views import NEW, gpu_pod, node
 from tessera.api import constants as c
+from tessera.api.v1alpha1.common import NodeScope
 from tessera.domain.geometry import migparted
 from tessera.domain.rollout import holders as h
 from tessera.domain.rollout import scope
@@ -164,6 +165,7 @@ def test_the_start_names_the_gpus_and_the_pods_that_move_and_stay() -> None:
     cordon = next(a for a in p.actions if kinds([a]) == ["Cordon:gpu-1"])
     assert cordon.reason.endswith("; GPUs 0-3 change; 4 pods move, 4 stay"), cordon.reason
     assert p.summary.pods_to_evict == 4
+    assert p.scopes == (NodeScope(node="gpu-1", phase="Cordoned", gpus="0-3"),)
 
 
 def test_a_fallback_start_says_why_in_its_events() -> None:
@@ -172,6 +174,33 @@ def test_a_fallback_start_says_why_in_its_events() -> None:
     assert (s.gpus, s.whole) == (None, "no GPU node agent runs on gpu-1")
     cordon = next(a for a in p.actions if kinds([a]) == ["Cordon:gpu-1"])
     assert cordon.reason.endswith("; whole node: no GPU node agent runs on gpu-1; 8 pods move")
+    assert p.scopes == (
+        NodeScope(node="gpu-1", phase="Cordoned", whole="no GPU node agent runs on gpu-1"),
+    )
+
+
+def test_status_names_the_gpus_of_each_node_in_flight_and_only_of_those() -> None:
+    """``status.scopes``: a node draining GPU by GPU, one drained whole, bounded; a node
+    waiting and a pool whose changes always take whole nodes say nothing there."""
+    draining = state(Phase.DRAINING, gpus=(0, 1, 2, 3))
+    busy = gpu_node("gpu-1", st=draining, cordoned=True, tainted=True)
+    whole = gpu_node("gpu-2", st=state(Phase.DRAINING, whole="every GPU changes"), cordoned=True)
+    waiting = gpu_node("gpu-3")
+    on = [*pods(on="gpu-1"), *pods(on="gpu-2"), *pods(on="gpu-3")]
+    want = {n: half() for n in ("gpu-1", "gpu-2", "gpu-3")}
+    p = plan(POOL, policy(), want, [busy, whole, waiting], on, [], T0)
+    assert p.scopes == (
+        NodeScope(node="gpu-1", phase="Draining", gpus="0-3"),
+        NodeScope(node="gpu-2", phase="Draining", whole="every GPU changes"),
+    )
+    plain = gpu_node("gpu-1", st=state(Phase.DRAINING), cordoned=True, tainted=True)
+    assert plan(POOL, policy(), {"gpu-1": desired()}, [plain], on, [], T0).scopes == ()
+    many = [
+        gpu_node(f"n{i:02}", st=state(Phase.DRAINING, gpus=(i % 8,)), cordoned=True)
+        for i in range(30)
+    ]
+    wide = plan(POOL, policy(maxUnavailable=30), {n.name: half() for n in many}, many, [], [], T0)
+    assert len(wide.scopes) == 20 and wide.scopes[0].node == "n00"
 
 
 def test_the_drain_evicts_the_changed_gpus_pods_only_then_applies_with_the_rest_running() -> None:
@@ -292,3 +321,32 @@ LAYOUTS = {
 @pytest.mark.parametrize(("body", "count", "want"), LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_layout_of(body: object, count: int, want: Layout | None) -> None:
     assert migparted.layout_of(body, count) == want
+
+
+# -- what tessera plan says each changed GPU runs now and next -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "now, target, gpus, want",
+    [
+        pytest.param(WHOLE, HALF, (0, 1, 2, 3), "0-3: whole GPU -> 2x3g.40gb", id="alike-grouped"),
+        pytest.param(
+            ((("7g.80gb", 1),), (("1g.10gb", 2), ("3g.40gb", 1)), ()),
+            ((("1g.10gb", 7),), (), ()),
+            (0, 1),
+            "0: 7g.80gb -> 7x1g.10gb, 1: 2x1g.10gb + 3g.40gb -> whole GPU",
+            id="each-its-own",
+        ),
+        pytest.param(None, HALF, (0,), "", id="layout-now-unknown"),
+        pytest.param(WHOLE, HALF[:4], (0,), "", id="gpu-counts-differ"),
+    ],
+)
+def test_moves_name_each_changed_gpu_old_and_new(
+    now: Layout | None, target: Layout, gpus: tuple[int, ...], want: str
+) -> None:
+    assert scope.moves(now, target, gpus) == want
+    assert (
+        scope.Scope((0, 1, 2, 3))
+        .text(4, 4, want)
+        .startswith(f"GPUs 0-3 change ({want}); " if want else "GPUs 0-3 change; ")
+    )

@@ -223,6 +223,22 @@ class NodeProblem(ApiModel):
     since: str = Field(default="", description="When the problem started (RFC 3339).")
 
 
+class NodeScope(ApiModel):
+    node: str = Field(description="The node's name.")
+    phase: str = Field(description="The node's rollout phase.")
+    gpus: str = Field(
+        default="",
+        max_length=64,
+        description="The GPUs the change repartitions (0-3,6); only the pods on them leave. "
+        "Empty when the whole node is drained.",
+    )
+    whole: str = Field(
+        default="",
+        max_length=512,
+        description="Why the whole node is drained although its pool changes GPU by GPU.",
+    )
+
+
 class RolloutPlan(ApiModel):
     hash: str = Field(description="Identifies this plan; approve it with tessera.io/approve-plan.")
     nodes_to_change: int = Field(default=0, description="Nodes whose configuration changes.")

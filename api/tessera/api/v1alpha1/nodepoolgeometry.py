@@ -13,6 +13,7 @@ from tessera.api.v1alpha1.common import (
     LabelSelector,
     NodeCounts,
     NodeProblem,
+    NodeScope,
     RolloutPlan,
     RolloutSpec,
     cel,
@@ -172,6 +173,12 @@ class NodePoolGeometryStatus(ApiModel):
     nodes: NodeCounts = Field(default_factory=NodeCounts, description="Nodes by rollout state.")
     problems: list[NodeProblem] = Field(
         default_factory=list, max_length=20, description="Nodes that need attention (at most 20)."
+    )
+    scopes: list[NodeScope] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Nodes being changed now on a pool whose changes go GPU by GPU: the GPUs "
+        "each change repartitions, or why the whole node is drained (at most 20).",
     )
     capacity: dict[str, str] = Field(
         default_factory=dict, description="What the pool advertises once updated, per resource."

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tessera.api.v1alpha1 import devices as grammar
@@ -115,3 +115,10 @@ def index_ranges(values: Sequence[int]) -> str:
         else:
             runs.append((i, i))
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def counts_text(counts: Iterable[tuple[str, int]], whole: str = "whole GPU") -> str:
+    """One device's slices for people, ``3g.40gb + 2x1g.10gb``; ``whole`` when it has none
+    (MIG or vNPU disabled)."""
+    listed = [f"{n}x{p}" if n > 1 else str(p) for p, n in counts]
+    return " + ".join(listed) or whole

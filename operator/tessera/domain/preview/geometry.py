@@ -28,8 +28,8 @@ from tessera.domain.preview.geometry_configs import (
     unlabelled,
 )
 from tessera.domain.preview.model import Cluster, Locations, Raw, object_action
-from tessera.domain.preview.results import ConfigDiff, NodeChange, ObjectPreview
-from tessera.domain.rollout import selection
+from tessera.domain.preview.results import ConfigDiff, GpuChange, NodeChange, ObjectPreview
+from tessera.domain.rollout import scope, selection
 
 KIND = "NodePoolGeometry"
 VM_POD_LABEL, VM_POD_VALUE = "kubevirt.io", "virt-launcher"  # KubeVirt's pod of a running VM
@@ -46,6 +46,9 @@ def previews(
     before: Cluster, after: Cluster, manifests: Sequence[Raw], now: datetime, loc: Locations
 ) -> GeometryPreviews:
     plugin = (before.configmap(loc.device_plugin) or {}).get("data") or {}
+    # what each node runs now, GPU by GPU, as the controller reads it: the live map
+    mig_text = ((before.configmap(loc.mig) or {}).get("data") or {}).get(c.MIG_PARTED_CONFIGMAP_KEY)
+    mig_configs = pools.configs_in(mig_text or "", "mig-configs")
     live = before.of_kind(KIND)
     claimants = pool_claims.claimants(after.of_kind(KIND).values())  # one node, one pool
     documents: dict[tuple[str, str], tuple[str, str]] = {}  # ConfigMap -> (key, text)
@@ -57,7 +60,7 @@ def previews(
         name = manifest["metadata"]["name"]
         obj = after.of_kind(KIND)[name]
         spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
-        seen = observe.observe_pool(name, spec, after.nodes, plugin, claimants)
+        seen = observe.observe_pool(name, spec, after.nodes, plugin, claimants, mig_configs)
         preview = _pool(before, after, obj, spec, seen, now, loc)
         claims = seen.claims.conflicts_of(name)
         said = tuple(f"Conflict: {c.message}" for c in claims)
@@ -134,27 +137,48 @@ def _changes(
     pods: Sequence[rollout.PodView],
     loc: Locations,
 ) -> tuple[NodeChange, ...]:
-    """Per node the plan changes: its layout now and next, and the pods drained first."""
+    """Per node the plan changes: its layout now and next, the GPUs repartitioned and the
+    pods that leave first (``rollout.scope``, as the rollout decides them), and those that
+    stay."""
     configs = current_configs(before, spec, loc)
     label = pools.config_label(spec)
+    drain = spec.rollout.drain
     by_node: dict[str, list[rollout.PodView]] = {}
     for pod in pods:
         by_node.setdefault(pod.node, []).append(pod)
+    involved = {v.name: v for v in seen.involved}  # with the layout each runs now
     changes = []
     for report in sorted(plan.nodes, key=lambda r: r.name):
         if report.phase == rollout.ReportPhase.UPDATED:
             continue
-        view = seen.views[report.name]
+        view = involved.get(report.name, seen.views[report.name])
         target = seen.targets[report.name]
         current = view.labels.get(label)
         was = describe(configs.get(current)) if current else unlabelled(spec)
         if current and current not in configs:
             was = current
         now_ = describe(target.config[1]) if target.config else "impossible"
-        drained = selection.selected(by_node.get(report.name, ()), spec.rollout.drain)
-        evicts = tuple(p.ref for p in drained)
-        vms = tuple(p.ref for p in drained if p.labels.get(VM_POD_LABEL) == VM_POD_VALUE)
-        changes.append(NodeChange(report.name, was, now_, True, evicts, report.message, vms))
+        on_node = by_node.get(report.name, ())
+        where = scope.planned(view, target.desired, on_node, drain, seen.owner)
+        drained = scope.leaving(view, where, on_node, drain)
+        gone = {p.ref for p in drained}
+        stays = tuple(p.ref for p in selection.selected(on_node, drain) if p.ref not in gone)
+        gpus = where.gpus or ()
+        layouts = (view.layout, target.desired.layout, gpus)
+        changes.append(
+            NodeChange(
+                report.name,
+                was,
+                now_,
+                True,
+                tuple(p.ref for p in drained),
+                report.message,
+                tuple(p.ref for p in drained if p.labels.get(VM_POD_LABEL) == VM_POD_VALUE),
+                where.text(len(drained), len(stays), scope.moves(*layouts)),
+                tuple(GpuChange(*t) for t in scope.transitions(*layouts)),
+                stays,
+            )
+        )
     return tuple(changes)
 
 

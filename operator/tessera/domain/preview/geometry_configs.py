@@ -17,7 +17,7 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain.cluster import objects as observe
 from tessera.domain.cluster import pools
-from tessera.domain.geometry import vgpu
+from tessera.domain.geometry import layouts, vgpu
 from tessera.domain.preview.model import Cluster, Locations
 from tessera.domain.preview.results import ConfigDiff, unified
 
@@ -42,8 +42,7 @@ def describe(entries: Iterable[Mapping[str, Any]] | None) -> str:
             whole = "whole NPU" if "vnpu-enabled" in entry else "whole GPU"
             parts.append(f"{where}: {whole}")
             continue
-        slices = " + ".join(f"{n}x{p}" if n > 1 else str(p) for p, n in counts.items())
-        parts.append(f"{where}: {slices}")
+        parts.append(f"{where}: {layouts.counts_text(counts.items())}")
     return "; ".join(parts) or "whole devices"
 
 

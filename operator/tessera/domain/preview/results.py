@@ -13,6 +13,15 @@ from tessera.domain.preview.model import ObjectAction
 
 
 @dataclass(frozen=True)
+class GpuChange:
+    """One GPU a MIG change repartitions: its index, and its layout now and next."""
+
+    index: int
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
 class NodeChange:
     node: str
     before: str
@@ -21,6 +30,12 @@ class NodeChange:
     evicts: tuple[str, ...] = ()  # namespace/name of the pods drained first
     note: str = ""  # why it waits, or why it cannot happen
     migrates: tuple[str, ...] = ()  # VMs (namespace/name) among them: virt-launcher pods
+    scope: str = ""
+    """NodePoolGeometry: how much of the node the change takes (``rollout.scope``):
+    ``GPUs 0-3 change (0-3: whole GPU -> 2x3g.40gb); 4 pods move, 4 stay`` or
+    ``whole node: <why>; 8 pods move``; "" where changes always take the whole node."""
+    gpus: tuple[GpuChange, ...] = ()  # the GPUs repartitioned, when only those are
+    stays: tuple[str, ...] = ()  # namespace/name of the pods that keep running on the node
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ kubectl and the API server keep (``last-applied-configuration``,
 ``quota.objects`` and ``preview*`` read, so a plan from the snapshot equals the
 plan from the live cluster:
 
-* Pod: name, namespace, uid, labels, owner references, deletionTimestamp, the
+* Pod: name, namespace, uid, creation time, labels, owner references, deletionTimestamp, the
   mirror-pod annotation only; node, per container its name and resource
   requests and limits, the emptyDir volumes (drain refuses to lose them),
   nodeSelector and tolerations (where an evicted pod may go); phase.
@@ -50,6 +50,7 @@ KEEP: Mapping[str, Tree] = {
         "metadata": {
             **_META,
             "uid": ALL,
+            "creationTimestamp": ALL,  # per GPU: a pod newer than the GPU holders' read leaves
             "ownerReferences": {"apiVersion": ALL, "kind": ALL, "name": ALL, "controller": ALL},
             "deletionTimestamp": ALL,
             "annotations": {"kubernetes.io/config.mirror": ALL},

@@ -1,7 +1,7 @@
 """A Preview as a reviewer reads it in a terminal or a pull-request comment, and as JSON.
 
-Per object: what happens to it, then per node ``old → new`` with the pods
-drained first, the PDBs that would block, the plan hash to approve, and the
+Per object: what happens to it, then per node ``old → new``, the GPUs a MIG change
+repartitions and the pods drained first (and those that stay), the PDBs that would block, the plan hash to approve, and the
 capacity the pool ends with; then cluster capacity, quota impact and the
 agent ConfigMaps as unified diffs. An object ``tessera plan --prune`` deletes
 reads like a finalizer run: the nodes it holds (``-``) and what it writes to
@@ -110,12 +110,16 @@ def _object(o: ObjectPreview) -> list[str]:
             else (" [drain]" if change.disruptive else " [in place]")
         )
         lines.append(f"  ~ {change.node}{mode}: {change.before}  ->  {change.after}")
+        if change.scope:
+            lines.append(f"      {change.scope}")
         pods = [p for p in change.evicts if p not in change.migrates]
         if change.migrates:
             vms = ", ".join(change.migrates)
             lines.append(f"      migrates VMs {vms} (evicted: KubeVirt live-migrates what it can)")
         if pods:
             lines.append(f"      evicts {', '.join(pods)}")
+        if change.gpus and change.stays:
+            lines.append(f"      keeps {', '.join(change.stays)} (on GPUs that do not change)")
         if change.note and o.kind == "SharingPolicy":
             lines.append(f"      {change.note}")
     if len(o.changes) > NODES_SHOWN:

@@ -26,11 +26,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, RolloutPlan, RolloutSpec
+from tessera.api.v1alpha1.common import (
+    NodeCounts,
+    NodeProblem,
+    NodeScope,
+    RolloutPlan,
+    RolloutSpec,
+)
 from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.rollout import actions as act
-from tessera.domain.rollout import capacity, queueing, releasing, reporting, starting, targets
+from tessera.domain.rollout import (
+    capacity,
+    queueing,
+    releasing,
+    reporting,
+    scope,
+    starting,
+    targets,
+)
 from tessera.domain.rollout.budget import Unavailable
 from tessera.domain.rollout.draining import Held
 from tessera.domain.rollout.machine import StepContext, step, untouched
@@ -65,6 +79,9 @@ class Plan:
     unavailable: tuple[Unavailable, ...] = ()
     """The members counted against ``maxUnavailable`` once this pass's writes land, and why
     (``budget``): what ``tessera_rollout_budget_nodes`` counts."""
+    scopes: tuple[NodeScope, ...] = ()
+    """``status.scopes``: per node in flight, the GPUs its change repartitions or why the
+    whole node goes (``reporting.scopes``)."""
 
     @property
     def actions(self) -> Stage:
@@ -98,9 +115,11 @@ class _Pass:
         held: tuple[Held, ...] = (),
         *,
         no_driver: bool = False,
+        state: NodeState | None = None,
     ) -> None:
         if d is not None:
-            self.reports.append(NodeReport(node, phase, d.target, msg, held, no_driver))
+            where = scope.of(state) if state is not None else None
+            self.reports.append(NodeReport(node, phase, d.target, msg, held, no_driver, where))
 
     def problem(
         self, node: str, phase: ReportPhase, reason: str, msg: str, since: str = ""
@@ -111,7 +130,7 @@ class _Pass:
 
     def take(self, o: RolloutOutcome, before: NodeState | None, d: DesiredNode | None) -> None:
         self.actions.extend(o.emit(before))
-        self.report(o.node, d, o.phase, o.why, o.held)
+        self.report(o.node, d, o.phase, o.why, o.held, state=o.state)
         if o.problem is not None:
             self.problem(o.node, o.phase, o.problem.reason, o.problem.message, o.problem.since)
         self.blocking |= o.blocking_pdbs
@@ -200,6 +219,7 @@ def plan(
         requeue_after=requeue,
         short_of_room=admitted.short,
         unavailable=admitted.taken,
+        scopes=reporting.scopes(acc.reports),
     )
 
 

@@ -11,10 +11,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tessera.api.v1alpha1.common import NodeCounts, NodeProblem
+from tessera.api.v1alpha1.common import NodeCounts, NodeProblem, NodeScope
 from tessera.domain.base.conditions import Verdict
 from tessera.domain.dra.verdicts import WAITING_FOR_DRIVER, waiting_text
 from tessera.domain.rollout.draining import Held
+from tessera.domain.rollout.scope import Scope, gpu_list
 from tessera.domain.rollout.state import ReportPhase
 
 MAX_PROBLEMS = 20
@@ -41,6 +42,8 @@ class NodeReport:
     no_driver: bool = False
     """A DRA node whose driver publishes no complete pool: Updated as far as its labels
     tell, or Pending a layout change that cannot start before the driver runs."""
+    scope: Scope | None = None
+    """How much of the node the change in flight takes (its record's ``gpus``, ``whole``)."""
 
     def shown(self) -> str:
         """``gpu-3 Draining``, and while a PDB holds pods up, which pods and which PDBs."""
@@ -61,6 +64,21 @@ def counts(reports: Sequence[NodeReport]) -> NodeCounts:
         blocked=by[ReportPhase.BLOCKED],
         failed=by[ReportPhase.FAILED],
     )
+
+
+def scopes(reports: Sequence[NodeReport]) -> tuple[NodeScope, ...]:
+    """``status.scopes``: the nodes in flight on a pool that changes GPU by GPU, what their
+    change takes (the GPUs, or why the whole node), by name, at most ``MAX_PROBLEMS``."""
+    out = []
+    for r in sorted(reports, key=lambda r: r.name):
+        where = r.scope
+        if where is None or r.phase not in (*IN_PROGRESS, ReportPhase.BLOCKED):
+            continue
+        if where.gpus is None and not where.whole:
+            continue  # a pool whose changes always take whole nodes: nothing to say
+        gpus = gpu_list(where.gpus) if where.gpus is not None else ""
+        out.append(NodeScope(node=r.name, phase=r.phase.value, gpus=gpus, whole=where.whole[:512]))
+    return tuple(out[:MAX_PROBLEMS])
 
 
 def bounded(problems: Sequence[NodeProblem]) -> tuple[NodeProblem, ...]:

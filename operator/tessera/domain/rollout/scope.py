@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import DrainSpec
-from tessera.domain.geometry.layouts import index_ranges
+from tessera.domain.geometry.layouts import counts_text, index_ranges
 from tessera.domain.rollout import selection
 from tessera.domain.rollout.holders import Holders
 from tessera.domain.rollout.state import NodeState, ts
@@ -43,12 +43,15 @@ class Scope:
     whole: str = ""
     """Why the whole node goes although its pool changes GPU by GPU; "" otherwise."""
 
-    def text(self, leave: int, stay: int) -> str:
+    def text(self, leave: int, stay: int, moves: str = "") -> str:
         """``GPUs 0-3 change; 6 pods move, 10 stay``, ``whole node: <why>; 6 pods move``, or
-        ``""`` for a pool whose changes always take the whole node."""
+        ``""`` for a pool whose changes always take the whole node. ``moves``, the text of
+        ``moves()``, says after the GPUs what each runs now and next (``tessera plan``):
+        ``GPUs 0-3 change (0-3: whole GPU -> 2x3g.40gb); ...``."""
         if self.gpus is not None:
             which = f"GPU {self.gpus[0]}" if len(self.gpus) == 1 else f"GPUs {gpu_list(self.gpus)}"
-            return f"{which} change; {_pods(leave)} move, {stay} stay"
+            what = f" ({moves})" if moves else ""
+            return f"{which} change{what}; {_pods(leave)} move, {stay} stay"
         return f"whole node: {self.whole}; {_pods(leave)} move" if self.whole else ""
 
 
@@ -63,6 +66,30 @@ def gpu_list(gpus: Sequence[int]) -> str:
 def changed(now: Layout, target: Layout) -> tuple[int, ...]:
     """The GPU indices whose layout differs."""
     return tuple(i for i, (a, b) in enumerate(zip(now, target, strict=True)) if a != b)
+
+
+def transitions(
+    now: Layout | None, target: Layout | None, gpus: Sequence[int]
+) -> tuple[tuple[int, str, str], ...]:
+    """``(index, what it runs now, what it runs next)`` of each GPU in ``gpus``, for people
+    (``whole GPU``, ``7x1g.10gb``); ``()`` where either layout is not known."""
+    if now is None or target is None or len(now) != len(target):
+        return ()
+    return tuple(
+        (i, counts_text(now[i]), counts_text(target[i])) for i in sorted(gpus) if i < len(now)
+    )
+
+
+def moves(now: Layout | None, target: Layout | None, gpus: Sequence[int]) -> str:
+    """``0-3: whole GPU -> 2x3g.40gb, 5: 7g.80gb -> 7x1g.10gb``: ``transitions`` with the GPUs
+    that change alike grouped, so a line stays short on a 16-GPU node."""
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for i, before, after in transitions(now, target, gpus):
+        grouped.setdefault((before, after), []).append(i)
+    return ", ".join(
+        f"{gpu_list(ix)}: {before} -> {after}"
+        for (before, after), ix in sorted(grouped.items(), key=lambda kv: kv[1][0])
+    )
 
 
 def agent_running(pods: Sequence[PodView]) -> bool:
@@ -113,6 +140,17 @@ def decide(node: NodeView, d: DesiredNode, pods: Sequence[PodView], drain: Drain
 
 def of(s: NodeState) -> Scope:
     return Scope(s.gpus, s.whole)
+
+
+def planned(
+    node: NodeView, d: DesiredNode, pods: Sequence[PodView], drain: DrainSpec, owner: str
+) -> Scope:
+    """The scope ``node``'s change has (the record of ``owner``'s rollout in flight on it)
+    or would have, were it started now (``decide``): what ``tessera plan`` shows."""
+    s = node.state
+    if s is not None and s.owner == owner and not s.rolled_back:
+        return of(s)
+    return decide(node, d, pods, drain)
 
 
 def leaving(
