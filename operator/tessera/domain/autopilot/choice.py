@@ -63,12 +63,12 @@ def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Want], bounds: Bounds) -> De
         return Decision((), (), "the bounds are invalid: " + "; ".join(wrong))
     counted = d.counted(wants, bounds.pend_threshold)
     if not counted:
-        return Decision((), (), _quiet(wants, bounds))
+        return Decision((), (), quiet(wants, bounds))
     free, totals = d.free(gpus), d.totals(gpus)
     unmet, notes = _unmet(counted, free, totals, bounds)
-    headline = _headline(counted)
+    head = headline(counted)
     if not any(unmet.values()):
-        return Decision((), (), f"{headline}; " + "; ".join(notes))
+        return Decision((), (), f"{head}; " + "; ".join(notes))
     pending = {w.profile for w in wants if w.pods > 0}
     changes: list[Change] = []
     for model, group in _groups(gpus, bounds):
@@ -82,10 +82,10 @@ def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Want], bounds: Bounds) -> De
             d.add(totals, change.gpu.layout, -1)
             d.add(totals, change.layout)
     left = d.counts({p: n for p, n in unmet.items() if n > 0})
-    return Decision(tuple(changes), left, _explain(headline, changes, left, gpus, bounds, notes))
+    return Decision(tuple(changes), left, _explain(head, changes, left, gpus, bounds, notes))
 
 
-def _quiet(wants: Sequence[d.Want], bounds: Bounds) -> str:
+def quiet(wants: Sequence[d.Want], bounds: Bounds) -> str:
     young = [w for w in wants if w.pods > 0]
     if not young:
         return "no pod pends: the layouts stay"
@@ -96,7 +96,7 @@ def _quiet(wants: Sequence[d.Want], bounds: Bounds) -> str:
     )
 
 
-def _headline(counted: Mapping[str, d.Want]) -> str:
+def headline(counted: Mapping[str, d.Want]) -> str:
     parts = [
         f"{d.pods(w.pods)} want {w.profile} for {d.duration(w.pended)}"
         for w in sorted(counted.values(), key=lambda w: (-w.pods, w.profile))
@@ -211,7 +211,8 @@ def _keep(
 
 def _menu(model: catalog.GpuModel, allowed: set[str], bounds: Bounds) -> list[str]:
     """What fills a changed GPU's free slots: allowed profiles without a declared maximum,
-    biggest first, so no slot is left unpartitioned and later demand finds room."""
+    biggest first, so no slot is left unpartitioned and later demand of any size finds room
+    (filling with the profile that pended instead measured worse on the trace: bench.autopilot)."""
     names = [p for p in model.profiles if p.name in allowed and p.name not in bounds.maximum]
     names.sort(key=lambda p: (-p.size, -p.compute_slices, p.media_extension, p.name))
     return [p.name for p in names]
