@@ -127,9 +127,9 @@ class Pool:
             for g in self.gpus
         ]
 
-    def wants(self, now: float) -> list[demand.Want]:
+    def wants(self, now: float) -> list[demand.Pending]:
         return [
-            demand.Want(w.pod.profile, w.pod.count, timedelta(seconds=now - w.since))
+            demand.Pending(w.pod.profile, w.pod.count, timedelta(seconds=now - w.since))
             for w in self.pending
         ]
 

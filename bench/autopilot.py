@@ -273,7 +273,7 @@ def decision_time() -> float:
             used = () if rng.random() < 0.2 else ((lay[0][0], 1),)
             gpus.append(demand.Gpu(f"node-{n}", i, MODEL.id, lay, used))
     wants = [
-        demand.Want(p, n, timedelta(minutes=9))
+        demand.Pending(p, n, timedelta(minutes=9))
         for p, n in (("1g.10gb", 9_000), ("2g.20gb", 3_000), ("3g.40gb", 900), ("7g.80gb", 300))
     ]
     placement.clear_cache()

@@ -39,8 +39,8 @@ def _names(profiles: dict[str, int]) -> dict[str, int]:
     return {k.removeprefix("p").replace("_", "."): v for k, v in profiles.items()}
 
 
-def want(profile: str, pods: int, minutes: float) -> demand.Want:
-    return demand.Want(profile, pods, timedelta(minutes=minutes))
+def want(profile: str, pods: int, minutes: float) -> demand.Pending:
+    return demand.Pending(profile, pods, timedelta(minutes=minutes))
 
 
 def bounds(**over: object) -> Bounds:

@@ -64,7 +64,7 @@ def _changes(decision: choice.Decision) -> dict[str, dict[str, int]]:
 )
 def test_demand_to_layout(
     gpus: list[object],
-    wants: list[demand.Want],
+    wants: list[demand.Pending],
     want_changes: dict[str, object],
     want_unmet: dict[str, int],
 ) -> None:
@@ -120,7 +120,7 @@ def test_nothing_fits_says_so_and_why() -> None:
     ],
 )
 def test_hysteresis(
-    wants: list[demand.Want], today: int, want_changed: bool, want_reason_part: str
+    wants: list[demand.Pending], today: int, want_changed: bool, want_reason_part: str
 ) -> None:
     gpus = [gpu("a", 0).layout(**ALL_7G).changed_today(today).obj()]
     decision = choice.decide(gpus, wants, bounds())

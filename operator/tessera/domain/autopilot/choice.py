@@ -31,7 +31,7 @@ _LIST_GPUS = 4  # GPUs named in a headline before "and N more"
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class LayoutChange:
     """One GPU's new layout; ``serves`` are the instances added for pending pods."""
 
     gpu: d.Gpu
@@ -44,7 +44,7 @@ class Change:
 class Decision:
     """What the autopilot does now: the changes, the demand left unmet, and why."""
 
-    changes: tuple[Change, ...]
+    changes: tuple[LayoutChange, ...]
     unmet: d.Counts  # counted demand no change serves
     reason: str
 
@@ -54,7 +54,7 @@ class Decision:
         return not self.changes and bool(self.unmet)
 
 
-def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Want], bounds: Bounds) -> Decision:
+def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Pending], bounds: Bounds) -> Decision:
     """The layout changes that serve the counted demand with the fewest GPUs reconfigured."""
     if not bounds.enabled:
         return Decision((), (), "the autopilot is off (enabled: false): no layout changes")
@@ -70,7 +70,7 @@ def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Want], bounds: Bounds) -> De
     if not any(unmet.values()):
         return Decision((), (), f"{head}; " + "; ".join(notes))
     pending = {w.profile for w in wants if w.pods > 0}
-    changes: list[Change] = []
+    changes: list[LayoutChange] = []
     for model, group in _groups(gpus, bounds):
         allowed = set(bounds.allowed(model))
         part = {p: n for p, n in unmet.items() if n and p in allowed}
@@ -85,7 +85,7 @@ def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Want], bounds: Bounds) -> De
     return Decision(tuple(changes), left, _explain(head, changes, left, gpus, bounds, notes))
 
 
-def quiet(wants: Sequence[d.Want], bounds: Bounds) -> str:
+def quiet(wants: Sequence[d.Pending], bounds: Bounds) -> str:
     young = [w for w in wants if w.pods > 0]
     if not young:
         return "no pod pends: the layouts stay"
@@ -96,7 +96,7 @@ def quiet(wants: Sequence[d.Want], bounds: Bounds) -> str:
     )
 
 
-def headline(counted: Mapping[str, d.Want]) -> str:
+def headline(counted: Mapping[str, d.Pending]) -> str:
     parts = [
         f"{d.pods(w.pods)} want {w.profile} for {d.duration(w.pended)}"
         for w in sorted(counted.values(), key=lambda w: (-w.pods, w.profile))
@@ -105,7 +105,7 @@ def headline(counted: Mapping[str, d.Want]) -> str:
 
 
 def _unmet(
-    counted: Mapping[str, d.Want],
+    counted: Mapping[str, d.Pending],
     free: Mapping[str, int],
     totals: Mapping[str, int],
     bounds: Bounds,
@@ -149,7 +149,7 @@ def _place(
     totals: Mapping[str, int],
     pending: set[str],
     bounds: Bounds,
-) -> list[Change]:
+) -> list[LayoutChange]:
     packed = packing.pack(model, part)
     layouts = [placement.counts_key(dict(_instances(p))) for p in packed.gpus]
     classes: dict[tuple[d.Counts, int], list[d.Gpu]] = {}
@@ -157,7 +157,7 @@ def _place(
         classes.setdefault((gpu.layout, gpu.reconfigured_today), []).append(gpu)
     menu = _menu(model, allowed, bounds)
     lost: dict[str, int] = {}
-    out: list[Change] = []
+    out: list[LayoutChange] = []
     for target in layouts:
         best: tuple[tuple[int, int, int, str, int], d.Counts, d.Gpu] | None = None
         for (current, today), members in classes.items():
@@ -182,7 +182,7 @@ def _place(
         d.add(lost, _minus(gpu.layout, layout))
         serves = d.counts({p: min(n, part.get(p, 0)) for p, n in _minus(layout, gpu.layout)})
         d.add(part, serves, -1)
-        out.append(Change(gpu, layout, serves, _change_reason(model, gpu, layout, serves)))
+        out.append(LayoutChange(gpu, layout, serves, _change_reason(model, gpu, layout, serves)))
     return out
 
 
@@ -244,7 +244,7 @@ def _change_reason(model: catalog.GpuModel, gpu: d.Gpu, layout: d.Counts, serves
 
 def _explain(
     headline: str,
-    changes: Sequence[Change],
+    changes: Sequence[LayoutChange],
     left: d.Counts,
     gpus: Sequence[d.Gpu],
     bounds: Bounds,

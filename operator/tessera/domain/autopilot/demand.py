@@ -16,7 +16,7 @@ Counts = tuple[tuple[str, int], ...]  # sorted (profile, count) pairs, counts > 
 
 
 @dataclass(frozen=True, slots=True)
-class Want:
+class Pending:
     """``pods`` pods of one profile that have pended for at least ``pended`` (the youngest)."""
 
     profile: str
@@ -54,9 +54,9 @@ def add(into: dict[str, int], more: Iterable[tuple[str, int]], sign: int = 1) ->
         into[name] = into.get(name, 0) + sign * n
 
 
-def counted(wants: Sequence[Want], threshold: timedelta) -> dict[str, Want]:
+def counted(wants: Sequence[Pending], threshold: timedelta) -> dict[str, Pending]:
     """Per profile, the pods that have pended for ``threshold`` or longer (the longest wait)."""
-    out: dict[str, Want] = {}
+    out: dict[str, Pending] = {}
     for want in wants:
         if want.pods <= 0 or want.pended < threshold:
             continue
@@ -64,7 +64,7 @@ def counted(wants: Sequence[Want], threshold: timedelta) -> dict[str, Want]:
         if seen is None:
             out[want.profile] = want
         else:
-            out[want.profile] = Want(
+            out[want.profile] = Pending(
                 want.profile, seen.pods + want.pods, max(seen.pended, want.pended)
             )
     return out

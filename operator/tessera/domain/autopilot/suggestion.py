@@ -59,8 +59,8 @@ class Inputs:
     nodes: tuple[str, ...]
     current: tuple[demand.Counts, ...]  # per index
     gpus: tuple[demand.Gpu, ...]  # one per index: the index on every node
-    wants: tuple[demand.Want, ...]  # scaled to one node
-    pods: tuple[demand.Want, ...]  # as written
+    wants: tuple[demand.Pending, ...]  # scaled to one node
+    pods: tuple[demand.Pending, ...]  # as written
     bounds: Bounds
 
 
@@ -110,7 +110,7 @@ def read(doc: object) -> Inputs:
         raise DemandFileError("bounds: " + "; ".join(wrong))
     gpus = tuple(demand.Gpu(pool, i, model.id, current[i], _union(used, i)) for i in range(count))
     n = len(names)
-    wants = tuple(demand.Want(w.profile, math.ceil(w.pods / n), w.pended) for w in pods)
+    wants = tuple(demand.Pending(w.profile, math.ceil(w.pods / n), w.pended) for w in pods)
     return Inputs(pool, model, names, current, gpus, tuple(wants), pods, bounds)
 
 
@@ -231,13 +231,13 @@ def _union(used: Mapping[tuple[str, int], Mapping[str, int]], index: int) -> dem
     return demand.counts(total)
 
 
-def _want(value: object, i: int) -> demand.Want:
+def _want(value: object, i: int) -> demand.Pending:
     if not isinstance(value, dict) or set(value) - {"profile", "pods", "for"}:
         raise DemandFileError(f"pending[{i}]: a mapping of profile, pods and for")
     pods = value.get("pods")
     if not isinstance(pods, int) or isinstance(pods, bool) or pods < 1:
         raise DemandFileError(f"pending[{i}].pods: a whole number of pods, at least 1")
-    return demand.Want(
+    return demand.Pending(
         _str(value.get("profile"), f"pending[{i}].profile"),
         pods,
         _duration(value.get("for"), f"pending[{i}].for"),
