@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Protocol, cast
 
-from tessera.cli import agent, dev, geometry, plan, run
+from tessera.cli import agent, dev, geometry, plan, run, suggest
 from tessera.cli.parsing import Parser
 
 VERSION = metadata.version("tessera-operator")  # the installed distribution's, from pyproject
@@ -28,7 +28,14 @@ class _Registrar(Protocol):
 
 
 def _registrars() -> list[_Registrar]:
-    return [geometry.register, run.register, dev.register, agent.register, plan.register]
+    return [
+        geometry.register,
+        run.register,
+        dev.register,
+        agent.register,
+        plan.register,
+        suggest.register,
+    ]
 
 
 def build_parser() -> Parser:

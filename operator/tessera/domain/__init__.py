@@ -10,7 +10,8 @@ Tiers, bottom to top (import-linter's "The domain's tiers" contract keeps the or
                  how a rollout treats a DRA pool);  ``schedulers``  HAMi's and Volcano's
                  scheduler configs, a folder per vendor;
 * ``sharing``    SharingPolicy's device-plugin, HAMi node and label side;  ``quota``
-                 TenantQuota;  ``admission``  a policy's pod contract;
+                 TenantQuota;  ``admission``  a policy's pod contract;  ``autopilot``
+                 which idle GPUs change layout for pending demand, inside declared bounds;
 * ``cluster``    the composite tier: raw objects → the values above (``objects``), what each
                  node of a pool should become (``pools``), who owns a node (``claims``), pools
                  that select no node (``empty_pools``);

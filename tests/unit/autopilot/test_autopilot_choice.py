@@ -1,0 +1,236 @@
+"""The autopilot's decision as tables: demand -> layout, idle only, hysteresis, bounds."""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import timedelta
+
+import pytest
+from autopilot_builders import bounds, gpu, want
+
+from tessera.domain.autopilot import choice, demand
+from tessera.domain.geometry import catalog, placement
+
+ALL_7G = {"p7g_80gb": 1}
+
+
+def _changes(decision: choice.Decision) -> dict[str, dict[str, int]]:
+    return {c.gpu.name: dict(c.layout) for c in decision.changes}
+
+
+@pytest.mark.parametrize(
+    "gpus, wants, want_changes, want_unmet",
+    [
+        pytest.param(
+            [gpu("node-4", 2).layout(**ALL_7G), gpu("node-9", 5).layout(**ALL_7G).busy()],
+            [want("1g.10gb", 7, 6)],
+            {"node-4/2": {"1g.10gb": 7}},
+            {},
+            id="seven-pods-one-idle-gpu-becomes-seven-1g",
+        ),
+        pytest.param(
+            [gpu("a", 0).layout(**ALL_7G), gpu("a", 1).layout(**ALL_7G)],
+            [want("1g.10gb", 9, 6)],
+            {"a/0": {"1g.10gb": 7}, "a/1": {"1g.10gb": 2, "1g.20gb": 1, "4g.40gb": 1}},
+            {},
+            id="nine-pods-two-gpus-the-free-slots-filled-biggest-first",
+        ),
+        pytest.param(
+            [gpu("a", 0).layout(**ALL_7G), gpu("a", 1).layout(**ALL_7G)],
+            [want("3g.40gb", 1, 9), want("1g.10gb", 3, 9)],
+            {"a/0": {"3g.40gb": 1, "1g.10gb": 4}},
+            {},
+            id="mixed-demand-packs-into-one-gpu",
+        ),
+        pytest.param(
+            [gpu("a", 0).layout(p1g_10gb=7).busy(p1g_10gb=3)],
+            [want("1g.10gb", 4, 9)],
+            {},
+            {},
+            id="free-instances-already-serve-the-demand",
+        ),
+        pytest.param(
+            [
+                gpu("a", 0).layout(p3g_40gb=2).busy(p3g_40gb=1),
+                gpu("b", 0).layout(p3g_40gb=2).busy(),
+            ],
+            [want("1g.10gb", 2, 30)],
+            {},
+            {"1g.10gb": 2},
+            id="busy-gpus-are-never-touched-nothing-fits",
+        ),
+    ],
+)
+def test_demand_to_layout(
+    gpus: list[object],
+    wants: list[demand.Pending],
+    want_changes: dict[str, object],
+    want_unmet: dict[str, int],
+) -> None:
+    decision = choice.decide([g.obj() for g in gpus], wants, bounds())  # type: ignore[attr-defined]
+    assert _changes(decision) == want_changes
+    assert dict(decision.unmet) == want_unmet
+    for change in decision.changes:
+        assert change.gpu.idle
+        assert placement.fits(catalog.resolve(change.gpu.model), change.layout)
+
+
+def test_the_reason_names_the_pods_the_wait_and_the_gpus() -> None:
+    gpus = [gpu("node-4", 2).layout(**ALL_7G).obj(), gpu("node-9", 5).layout(**ALL_7G).obj()]
+    decision = choice.decide(gpus, [want("1g.10gb", 14, 6)], bounds())
+    assert decision.reason == (
+        "14 pods want 1g.10gb for 6 min; GPUs node-4/2 and node-9/5 are idle"
+    )
+    assert decision.changes[0].reason == (
+        "GPU node-4/2 (H100-80GB) is idle: 7g.80gb -> 1g.10gb x7, for 1g.10gb x7"
+    )
+
+
+def test_nothing_fits_says_so_and_why() -> None:
+    gpus = [gpu("a", 0).layout(**ALL_7G).busy().obj()]
+    decision = choice.decide(gpus, [want("2g.20gb", 3, 10)], bounds())
+    assert decision.nothing_fits
+    assert decision.reason.endswith(
+        "nothing fits: 2g.20gb x3 — all 1 GPUs hold pods, and the autopilot changes idle GPUs only"
+    )
+
+
+@pytest.mark.parametrize(
+    "wants, today, want_changed, want_reason_part",
+    [
+        pytest.param(
+            [want("1g.10gb", 3, 4.9)], 0, False, "none yet for 5 min", id="under-threshold-waits"
+        ),
+        pytest.param(
+            [want("1g.10gb", 3, 5)],
+            0,
+            True,
+            "3 pods want 1g.10gb for 5 min",
+            id="at-threshold-acts",
+        ),
+        pytest.param(
+            [want("1g.10gb", 3, 60)],
+            1,
+            False,
+            "changed 1 time(s) today already",
+            id="daily-limit-holds",
+        ),
+        pytest.param([], 0, False, "no pod pends", id="no-demand-no-change"),
+    ],
+)
+def test_hysteresis(
+    wants: list[demand.Pending], today: int, want_changed: bool, want_reason_part: str
+) -> None:
+    gpus = [gpu("a", 0).layout(**ALL_7G).changed_today(today).obj()]
+    decision = choice.decide(gpus, wants, bounds())
+    assert bool(decision.changes) is want_changed
+    assert want_reason_part in decision.reason
+
+
+def test_applying_a_decision_then_deciding_again_changes_nothing() -> None:
+    """No flapping: once the chosen layouts are in place, the same demand asks for nothing."""
+    gpus = [gpu("a", i).layout(**ALL_7G).obj() for i in range(4)]
+    wants = [want("1g.10gb", 9, 10), want("3g.40gb", 1, 10)]
+    first = choice.decide(gpus, wants, bounds())
+    assert first.changes
+    changed = {c.gpu.name: c.layout for c in first.changes}
+    after = [
+        demand.Gpu(
+            g.node,
+            g.index,
+            g.model,
+            changed.get(g.name, g.layout),
+            (),
+            1 if g.name in changed else 0,
+        )
+        for g in gpus
+    ]
+    again = choice.decide(after, wants, bounds())
+    assert again.changes == ()
+    assert "already serve them" in again.reason
+
+
+def test_an_instance_pods_pend_for_is_given_up_last() -> None:
+    """Demand below the threshold still protects the instances that serve it."""
+    gpus = [gpu("a", 0).layout(p2g_20gb=3).obj(), gpu("a", 1).layout(p3g_40gb=2).obj()]
+    wants = [want("1g.10gb", 7, 10), want("3g.40gb", 3, 1)]
+    decision = choice.decide(gpus, wants, bounds())
+    assert _changes(decision) == {"a/0": {"1g.10gb": 7}}
+
+
+@pytest.mark.parametrize(
+    "over, want_changes, want_reason_part",
+    [
+        pytest.param({"enabled": False}, {}, "the autopilot is off", id="off-switch"),
+        pytest.param(
+            {"profiles": {"H100-80GB": ("3g.40gb", "7g.80gb")}},
+            {},
+            "1g.10gb is allowed on no GPU model of this pool",
+            id="profile-not-allowed",
+        ),
+        pytest.param(
+            {"maximum": {"1g.10gb": 2}},
+            {"a/0": {"1g.10gb": 2, "1g.20gb": 1, "4g.40gb": 1}},
+            "maximum[1g.10gb] is 2 and the pool has 0: only 2 more",
+            id="maximum-caps-the-change",
+        ),
+        pytest.param(
+            {"minimum": {"7g.80gb": 2}},
+            {},
+            "nothing fits",
+            id="minimum-keeps-the-whole-gpus",
+        ),
+        pytest.param(
+            {"minimum": {"7g.80gb": 3}, "maximum": {"7g.80gb": 1}},
+            {},
+            "minimum[7g.80gb] is 3, above maximum[7g.80gb] 1",
+            id="min-above-max-is-refused",
+        ),
+        pytest.param(
+            {"profiles": {"H100-80GB": ("1g.10gb", "9g.90gb")}},
+            {},
+            "H100-80GB cannot host 9g.90gb",
+            id="unknown-profile-is-refused",
+        ),
+    ],
+)
+def test_bounds(
+    over: dict[str, object], want_changes: dict[str, object], want_reason_part: str
+) -> None:
+    gpus = [gpu("a", 0).layout(**ALL_7G).obj(), gpu("a", 1).layout(**ALL_7G).busy().obj()]
+    decision = choice.decide(gpus, [want("1g.10gb", 3, 10)], bounds(**over))
+    assert _changes(decision) == want_changes
+    assert want_reason_part in decision.reason
+
+
+def test_media_extension_profiles_need_a_declaration() -> None:
+    gpus = [gpu("a", 0).layout(**ALL_7G).obj()]
+    wants = [want("1g.10gb+me", 1, 10)]
+    assert choice.decide(gpus, wants, bounds()).nothing_fits
+    allowed = bounds(profiles={"H100-80GB": ("1g.10gb+me", "1g.10gb")})
+    assert _changes(choice.decide(gpus, wants, allowed)) == {"a/0": {"1g.10gb+me": 1, "1g.10gb": 6}}
+
+
+def test_one_decision_for_1000_nodes_of_8_gpus_takes_under_a_second() -> None:
+    rng = random.Random(3)
+    layouts = [
+        {"1g.10gb": 7},
+        {"3g.40gb": 2},
+        {"7g.80gb": 1},
+        {"2g.20gb": 3},
+        {"4g.40gb": 1, "3g.40gb": 1},
+    ]
+    gpus = []
+    for n in range(1000):
+        for i in range(8):
+            lay = demand.counts(rng.choice(layouts))
+            used = () if rng.random() < 0.2 else ((lay[0][0], 1),)
+            gpus.append(demand.Gpu(f"node-{n}", i, "H100-80GB", lay, used))
+    wants = [want("1g.20gb", 900, 10), want("2g.20gb", 7000, 10), want("7g.80gb", 300, 10)]
+    started = time.perf_counter()
+    decision = choice.decide(gpus, wants, bounds(per_gpu_per_day=1))
+    took = time.perf_counter() - started
+    assert decision.changes
+    assert all(c.gpu.idle for c in decision.changes)
+    assert took < timedelta(seconds=1).total_seconds()
