@@ -120,3 +120,27 @@ def test_a_demand_it_cannot_read_is_an_error_never_no_change(
 def test_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["suggest", "-f", str(tmp_path / "absent.yaml")]) == 1
     assert "absent.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["suggest"], id="neither-pool-nor-file"),
+        pytest.param(["suggest", "h100", "-f", str(DATA / "h100-pending-1g.yaml")], id="both"),
+        pytest.param(
+            ["suggest", "-f", str(DATA / "h100-pending-1g.yaml"), "--pend-threshold", "1m"],
+            id="cluster-flag-with-a-file",
+        ),
+        pytest.param(["suggest", "h100", "--pend-threshold", "soon"], id="bad-threshold"),
+        pytest.param(
+            ["suggest", "h100", "--kubeconfig", "/nonexistent/kubeconfig"], id="no-cluster"
+        ),
+    ],
+)
+def test_usage_and_an_unreadable_cluster_exit_1_never_0(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("tessera suggest: ")

@@ -108,7 +108,24 @@ def read(doc: object) -> Inputs:
     wrong = problems(bounds)
     if wrong:
         raise DemandFileError("bounds: " + "; ".join(wrong))
-    gpus = tuple(demand.Gpu(pool, i, model.id, current[i], _union(used, i)) for i in range(count))
+    return assemble(pool, model, names, current, used, pods, bounds)
+
+
+def assemble(
+    pool: str,
+    model: catalog.GpuModel,
+    names: tuple[str, ...],
+    current: tuple[demand.Counts, ...],
+    used: Mapping[tuple[str, int], Mapping[str, int]],
+    pods: tuple[demand.Pending, ...],
+    bounds: Bounds,
+) -> Inputs:
+    """The decision's inputs from the pool's nodes, its per-index layouts, the instances pods
+    hold per (node, GPU index) and what pends: a demand file and the live cluster
+    (``cluster.demand``) both end here, so both paths take one decision."""
+    gpus = tuple(
+        demand.Gpu(pool, i, model.id, current[i], _union(used, i)) for i in range(len(current))
+    )
     n = len(names)
     wants = tuple(demand.Pending(w.profile, math.ceil(w.pods / n), w.pended) for w in pods)
     return Inputs(pool, model, names, current, gpus, tuple(wants), pods, bounds)
