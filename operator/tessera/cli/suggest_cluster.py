@@ -17,9 +17,9 @@ from pydantic import ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.domain.cluster import demand as live
 from tessera.domain.autopilot.bounds import Bounds
 from tessera.domain.cluster import claims as pool_claims
+from tessera.domain.cluster import demand as live
 from tessera.domain.cluster import objects, pools
 
 PLURAL = "nodepoolgeometries"

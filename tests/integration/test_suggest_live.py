@@ -1,0 +1,218 @@
+"""``tessera suggest POOL`` against a live cluster (issue 29), as a platform engineer runs it.
+
+An 8-GPU node at whole GPUs runs three pods on whole GPUs (kube-scheduler placed them; the
+simulated kubelet gave each its GPU); Tessera's real GPU node agent publishes who holds
+which GPU. Seven pods then ask for ``1g.10gb``, which the pool lacks: kube-scheduler marks
+them Unschedulable. ``tessera suggest``, under a token of a read-only ServiceAccount bound
+to exactly the RBAC docs/autopilot.md lists, prints a patch that changes idle GPUs only,
+with a reason naming the pods; the patch applied as a person would commit it, the operator
+repartitions those GPUs, the seven pods schedule and the three keep running. With nothing
+pending the answer is no change (exit 0); a pod asking for a profile the pool's GPUs lack,
+and a pool that does not exist, are errors (exit 1) naming them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from builders import custom
+from devcluster import fleet, gpunode, identity
+from devcluster.gpuagents import GpuAgents
+from devcluster.podresources import PodResourcesSim
+from tessera.adapters.kube import Kube, path_of
+from tessera.api import constants as c
+from tessera.domain.rollout import holders
+
+from . import story_support as story
+from .conftest import ROOT, OperatorProcess
+from .faults import NPG, node_of, wait_ready
+from .helpers import app_pods, condition, deployment, eventually, namespace, serve, wait_running
+
+pytestmark = pytest.mark.integration
+POOL, NS = "sg-live", "sg-live"
+READER = identity.Account("tessera-suggest", "suggest-reader")
+BUSY, WANTED = 3, 7
+DOCS = ROOT / "docs" / "autopilot.md"
+
+
+def _rbac_from_docs() -> list[dict[str, Any]]:
+    """The ClusterRole and Role docs/autopilot.md prints (its ```yaml block under RBAC)."""
+    text = DOCS.read_text().split("### What it may read", 1)[1]
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    return [d for d in yaml.safe_load_all(block) if d]
+
+
+@pytest.fixture(scope="module")
+def reader(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig of a ServiceAccount bound to the documented read-only roles, nothing else."""
+    namespace(kube, READER.namespace)
+    namespace(kube, c.MIG_PARTED_CONFIGMAP_NAMESPACE)
+    kube.create(
+        path_of("v1", "serviceaccounts", namespace=READER.namespace),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": READER.name}},
+    )
+    subject = {"kind": "ServiceAccount", "name": READER.name, "namespace": READER.namespace}
+    rbac = "rbac.authorization.k8s.io/v1"
+    for role in _rbac_from_docs():
+        name, ns = role["metadata"]["name"], role["metadata"].get("namespace", "")
+        plural = "clusterroles" if role["kind"] == "ClusterRole" else "roles"
+        kube.create(path_of(rbac, plural, namespace=ns), role)
+        binding = {
+            "apiVersion": rbac,
+            "kind": role["kind"] + "Binding",
+            "metadata": {"name": name, **({"namespace": ns} if ns else {})},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": role["kind"],
+                "name": name,
+            },
+            "subjects": [subject],
+        }
+        kube.create(path_of(rbac, plural.replace("roles", "rolebindings"), namespace=ns), binding)
+    bearer = identity.token(kube, READER, seconds=3600)
+    path = tmp_path_factory.mktemp("reader") / "kubeconfig"
+    return identity.kubeconfig(kube, bearer, READER.name, path)
+
+
+@pytest.fixture(scope="module")
+def world(kube: Kube, operator: OperatorProcess) -> Iterator[tuple[PodResourcesSim, GpuAgents]]:
+    namespace(kube, "gpu-operator")
+    workdir = Path(tempfile.mkdtemp(prefix="sg-"))  # unix socket paths hold 107 bytes
+    sim = PodResourcesSim(kube, workdir).start()
+    nodes = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3, podresources=sim).start()
+    agents = GpuAgents(kube, sim)
+    try:
+        yield sim, agents
+        assert agents.problems() == []
+    finally:
+        agents.stop()
+        nodes.stop()
+        sim.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def suggest(kubeconfig: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    """``tessera suggest`` as a subprocess, in JSON and as text: (exit code, JSON, text)."""
+    run = [sys.executable, "-m", "tessera.cli.main", "suggest", *args, f"--kubeconfig={kubeconfig}"]
+    out = subprocess.run([*run, "-o", "json"], capture_output=True, text=True, timeout=60)
+    text = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert text.returncode == out.returncode, text.stdout + text.stderr
+    doc = json.loads(out.stdout) if out.returncode != 1 else {}
+    return out.returncode, doc, text.stdout + text.stderr
+
+
+def _record(kube: Kube, sim: PodResourcesSim, node: str) -> holders.Holders | None:
+    """The agent's record once it places exactly the pods the simulated kubelet says hold
+    GPUs, read after the newest pod on the node came."""
+    raw = (node_of(kube, node)["metadata"].get("annotations") or {}).get(c.GPU_HOLDERS_ANNOTATION)
+    record = holders.decode(raw)
+    truth = {pod: tuple(sorted(gpus)) for pod, gpus in sim.holders(node).items()}
+    if record is None or dict(record.pods) != truth:
+        return None
+    pods = kube.list("/api/v1/pods", field_selector=f"spec.nodeName={node}")
+    newest = max(p["metadata"]["creationTimestamp"] for p in pods)
+    return record if record.read.strftime("%Y-%m-%dT%H:%M:%SZ") > newest else None
+
+
+def _unschedulable(kube: Kube, app: str, n: int) -> bool:
+    pods = app_pods(kube, NS, app)
+    marked = [
+        p
+        for p in pods
+        if (cond := condition(p, "PodScheduled"))
+        and cond["status"] == "False"
+        and cond.get("reason") == "Unschedulable"
+    ]
+    return len(pods) == n and len(marked) == n
+
+
+def test_suggest_changes_idle_gpus_only_and_the_pods_then_schedule(
+    kube: Kube, world: tuple[PodResourcesSim, GpuAgents], reader: Path
+) -> None:
+    sim, agents = world
+    [node] = fleet.create_nodes(kube, story.nodes(POOL))
+    spec = {
+        "nodeSelector": {"matchLabels": {c.POOL_LABEL: POOL}},
+        "mig": {"layouts": [{"devices": "all", "profiles": {}}]},
+    }
+    kube.create(NPG, custom("NodePoolGeometry", POOL, spec))
+    wait_ready(kube, POOL, 120, f"{POOL} at whole GPUs")
+    eventually(lambda: sim.inventory(node) is not None, 60, f"{node}'s devices published")
+    namespace(kube, NS)
+    busy = serve(kube, NS, "busy", replicas=BUSY, node_selector={story.SERVES: POOL})
+    agents.start([node])
+    record = eventually(lambda: _record(kube, sim, node), 60, "the agent's record of 3 pods")
+    held = sorted(g for gpus in record.pods.values() for g in gpus)
+    assert len(held) == BUSY
+
+    code, body, text = suggest(reader, POOL, "--pend-threshold", "0s")
+    assert code == 0, text
+    assert body["patch"] is None and body["pending"] == {} and body["unknownUsage"] == []
+    assert "No change." in text
+
+    want = deployment("want", resource=story.MIG_1G, replicas=WANTED)
+    want["spec"]["template"]["spec"]["nodeSelector"] = {story.SERVES: POOL}
+    kube.create(path_of("apps/v1", "deployments", namespace=NS), want)
+    eventually(lambda: _unschedulable(kube, "want", WANTED), 60, "7 pods marked Unschedulable")
+
+    code, body, text = suggest(reader, POOL, "--pend-threshold", "0s")
+    assert code == 2, text
+    names = sorted(f"{NS}/{p['metadata']['name']}" for p in app_pods(kube, NS, "want"))
+    assert body["pending"] == {"1g.10gb": names}
+    assert body["unknownUsage"] == []
+    assert body["reasons"][0].startswith(f"{WANTED} pods want 1g.10gb for "), body["reasons"]
+    assert f"  pending for 1g.10gb: {', '.join(names)}\n" in text
+    layouts = body["patch"]["spec"]["mig"]["layouts"]
+    assert layouts[0] == {"devices": "all", "profiles": {}}  # every other GPU stays whole
+    changed = [int(i) for lay in layouts[1:] for i in _indexes(lay["devices"])]
+    assert changed and not set(changed) & set(held), f"busy GPUs {held} in the patch"
+    assert sum(lay["profiles"].get("1g.10gb", 0) for lay in layouts[1:]) >= WANTED
+    # the same patch in the text, as a person copies it into the manifest
+    assert yaml.safe_load(text.split("commit it to the manifest\n", 1)[1]) == body["patch"]
+
+    uids = {p["metadata"]["uid"] for p in busy}
+    kube.patch(f"{NPG}/{POOL}", body["patch"])
+    wait_ready(kube, POOL, 240, f"{POOL} with GPUs {changed} repartitioned")
+    wait_running(kube, NS, "want", WANTED, timeout=120)
+    assert {p["metadata"]["uid"] for p in app_pods(kube, NS, "busy")} == uids, "busy GPUs kept"
+    eventually(lambda: _record(kube, sim, node), 60, "the agent's record of all 10 pods")
+
+    code, body, text = suggest(reader, POOL, "--pend-threshold", "0s")
+    assert code == 0, text
+    assert body["patch"] is None and body["pending"] == {}
+
+
+def test_what_it_cannot_read_is_an_error_naming_it(kube: Kube, reader: Path) -> None:
+    code, _, text = suggest(reader, "no-such-pool")
+    assert code == 1
+    assert "tessera suggest: NodePoolGeometry/no-such-pool: not found" in text
+    odd = deployment("odd", resource="nvidia.com/mig-1g.12gb", replicas=1)
+    odd["spec"]["template"]["spec"]["nodeSelector"] = {story.SERVES: POOL}
+    namespace(kube, NS)
+    kube.create(path_of("apps/v1", "deployments", namespace=NS), odd)
+    try:
+        eventually(lambda: _unschedulable(kube, "odd", 1), 60, "the odd pod Unschedulable")
+        code, _, text = suggest(reader, POOL, "--pend-threshold", "0s")
+        assert code == 1
+        [pod] = app_pods(kube, NS, "odd")
+        assert f"pod {NS}/{pod['metadata']['name']} asks for nvidia.com/mig-1g.12gb" in text
+    finally:
+        kube.delete(path_of("apps/v1", "deployments", "odd", NS))
+
+
+def _indexes(devices: str) -> list[int]:
+    out: list[int] = []
+    for part in str(devices).split(","):
+        lo, _, hi = part.strip().partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
