@@ -193,6 +193,8 @@ def test_suggest_changes_idle_gpus_only_and_the_pods_then_schedule(
 
 
 def test_what_it_cannot_read_is_an_error_naming_it(kube: Kube, reader: Path) -> None:
+    """After the test above, on its pool: one pod asking for a profile no H100 has is enough
+    to make the whole answer an error, though seven pods' demand is served."""
     code, _, text = suggest(reader, "no-such-pool")
     assert code == 1
     assert "tessera suggest: NodePoolGeometry/no-such-pool: not found" in text

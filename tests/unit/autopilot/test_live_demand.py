@@ -263,3 +263,13 @@ def test_members_unlike_each_other_are_an_error() -> None:
     nodes = [_node("n-0", config=config, held={}), _node("n-1", config=config, held={}, gpus=4)]
     with pytest.raises(demand.LiveError, match="its nodes differ"):
         _observe(nodes, [])
+
+
+def test_a_terminating_pod_still_holds_its_gpu() -> None:
+    leaving = _pod("r0", "nvidia.com/gpu", node="n-0")
+    leaving["metadata"]["deletionTimestamp"] = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    seen = _observe(_two({"ml/r0": [0]}), [leaving, _pod("p0")])
+    assert seen.inputs.gpus[0].used == (("gpu", 1),)
+    result = suggestion.suggest(seen.inputs)
+    assert result.patch is not None
+    assert [lay["devices"] for lay in result.patch["spec"]["mig"]["layouts"][1:]] == ["1"]

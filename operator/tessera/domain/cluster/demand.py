@@ -189,7 +189,7 @@ def _usage(
             busy,
             node.holders_error or f"no {c.GPU_HOLDERS_ANNOTATION} record (no GPU node agent?)",
         )
-    holding = [p for p in pods if p.requests_accelerator and p.deletion_timestamp is None]
+    holding = [p for p in pods if p.requests_accelerator]  # a terminating pod holds its GPU still
     why = scope.stale(node.holders, holding)
     if why:
         return busy, why
