@@ -212,6 +212,22 @@ def test_what_it_cannot_read_is_an_error_naming_it(kube: Kube, reader: Path) -> 
         kube.delete(path_of("apps/v1", "deployments", "odd", NS))
 
 
+def test_without_the_roles_a_read_refused_is_an_error(kube: Kube, tmp_path: Path) -> None:
+    """The reader's token is no stronger than its roles: the same ServiceAccount setup, bound
+    to nothing, is refused, and that is exit 1 naming the pool, never "no change"."""
+    nobody = identity.Account(READER.namespace, "suggest-nobody")
+    namespace(kube, nobody.namespace)
+    kube.create(
+        path_of("v1", "serviceaccounts", namespace=nobody.namespace),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": nobody.name}},
+    )
+    bearer = identity.token(kube, nobody, seconds=3600)
+    config = identity.kubeconfig(kube, bearer, nobody.name, tmp_path / "kubeconfig")
+    code, _, text = suggest(config, POOL)
+    assert code == 1
+    assert f"NodePoolGeometry/{POOL}" in text and "403" in text, text
+
+
 def _indexes(devices: str) -> list[int]:
     out: list[int] = []
     for part in str(devices).split(","):
