@@ -190,7 +190,9 @@ class Pool:
 
     def wants(self, now: float) -> list[demand.Pending]:
         return [
-            demand.Pending(w.pod.profile, w.pod.count, timedelta(seconds=now - w.since))
+            demand.Pending(
+                w.pod.profile, w.pod.count, timedelta(seconds=now - w.since), w.pod.count
+            )
             for w in self.pending
         ]
 
