@@ -29,9 +29,14 @@ class Pod:
     deleted: float
 
     @property
+    def sevenths(self) -> int:
+        """What the pod occupies, in sevenths of a GPU (exact: sums of them do not drift)."""
+        return self.count * dict(PROFILES)[self.profile]
+
+    @property
     def gpus(self) -> float:
         """What the pod occupies, in GPUs (a 1g.10gb is a seventh)."""
-        return self.count * dict(PROFILES)[self.profile] / 7
+        return self.sevenths / 7
 
 
 def profile_for(milli: int) -> str:

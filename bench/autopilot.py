@@ -10,13 +10,17 @@ the Alibaba GPU trace mapped onto H100 80GB MIG (``bench._trace``), in one run.
   trace's 149 days), evictions.
 
 Policies: every static homogeneous layout; the best static mixed layout in hindsight (the
-oracle: the trace's own demand mix packed by ``geometry.packing`` and scaled to the pool,
-best of three mixes: all arrivals, time-weighted concurrency, peak concurrency); greedy
-reconfigure-on-pending as nos does (a pending pod at once repartitions the free part of the
-first GPU that can hold it, to the first maximal layout with it, no limit); Tessera's
-autopilot (``tessera.domain.autopilot.choice.decide``: idle GPUs only, pend threshold 5 min in
-churn, at most 1 reconfiguration per GPU per day). Greedy and the autopilot start from whole
-GPUs (7g.80gb). A pure simulation: no cluster. Placement and node choice: ``bench._mig_sim``.
+oracle: per column the best of every static layout tried — the homogeneous ones, the trace's
+demand mix packed by ``geometry.packing`` and scaled to the pool for three mixes: all
+arrivals, time-weighted and peak concurrency, and each mix's fractional part packed beside
+whole GPUs at every share of ``WHOLE_SHARES``); greedy reconfigure-on-pending as nos does (a
+pending pod at once repartitions the free part of the first GPU that can hold it — the
+instances in use stay at their slots — to the allowed layout that provides most of what
+pends, no limit); Tessera's autopilot (``tessera.domain.autopilot.choice.decide``: idle GPUs
+only, pend threshold 5 min in churn, at most 1 reconfiguration per GPU per day). Greedy and
+the autopilot start from whole GPUs (7g.80gb). Every policy obeys the same physics
+(``bench._mig_sim``): a pod holds one instance at its slots, a change keeps held instances in
+place or evicts (and counts) the pods it moves. A pure simulation: no cluster. Placement and node choice: ``bench._mig_sim``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
 
-from bench._mig_sim import DAY, MODEL, Pool, Waiting
+from bench._mig_sim import DAY, MODEL, Gpu, Pool, Waiting, keeps
 from bench._trace import PROFILES, WHOLE, Pod, load
 from tessera.domain.autopilot import choice, demand
 from tessera.domain.autopilot.bounds import Bounds
@@ -41,6 +45,7 @@ MENU = tuple(name for name, _ in PROFILES)
 FILL_NODES, CHURN_NODES, PER_NODE = 100, 8, 8
 FILL_TO = 1.30
 THRESHOLD = timedelta(minutes=5)
+WHOLE_SHARES = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)  # the oracle's whole-GPU shares
 Layout = dict[str, int]
 Policy = Callable[[Pool, float], None]  # acts on the pool's pending pods at time t
 
@@ -68,7 +73,17 @@ def _maximal() -> tuple[placement.Counts, ...]:
 
 
 def greedy(pool: Pool, now: float) -> None:
-    """nos: for each pending pod, repartition the free part of the first GPU that can hold it."""
+    """nos: for each pending pod, repartition the first GPU whose free part can hold it.
+
+    As nos's planner does, a GPU's candidate layouts are the allowed (maximal) ones that keep
+    every instance its pods use, and the one that provides most of what the pending pods ask
+    for wins; as on the hardware, the instances in use stay at their slots, so only layouts
+    that place around them count (``_mig_sim.keeps``): nos would try the others and fail to
+    create them. Whole-GPU pods get idle GPUs of one node made whole."""
+    asked: Layout = {}
+    for w in pool.pending:
+        if w.pod.profile != WHOLE:
+            asked[w.pod.profile] = asked.get(w.pod.profile, 0) + w.pod.count
     for w in list(pool.pending):
         pod = w.pod
         if pod.profile == WHOLE:
@@ -83,17 +98,41 @@ def greedy(pool: Pool, now: float) -> None:
         if any(g.free(pod.profile) > 0 for g in pool.gpus):
             continue
         for g in pool.gpus:
-            need = dict(g.used)
-            need[pod.profile] = need.get(pod.profile, 0) + 1
-            layout = next((c for c in _maximal() if _covers(c, need)), None)
+            layout = _repartition(g.layout, g.used, _pins(g), pod.profile, asked)
             if layout is not None:
                 pool.reconfigure(g, dict(layout), now)
                 break
 
 
-def _covers(layout: placement.Counts, need: Layout) -> bool:
-    have = dict(layout)
-    return all(have.get(p, 0) >= n for p, n in need.items())
+def _pins(g: Gpu) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((i.profile, i.start) for i in g.pinned()))
+
+
+def _repartition(
+    layout: Layout, used: Layout, pins: tuple[tuple[str, int], ...], profile: str, asked: Layout
+) -> placement.Counts | None:
+    """nos's choice for one GPU: of the layouts that keep the pinned instances in place and
+    add ``profile``, the one providing most of ``asked`` beyond what is free now."""
+    best: tuple[int, placement.Counts] | None = None
+    for c in _keeping(pins):
+        have = dict(c)
+        if have.get(profile, 0) - used.get(profile, 0) <= 0:
+            continue
+        gain = sum(
+            min(have.get(p, 0) - used.get(p, 0), n)
+            for p, n in asked.items()
+            if layout.get(p, 0) - used.get(p, 0) < n
+        )
+        if best is None or gain > best[0]:
+            best = (gain, c)
+    return None if best is None else best[1]
+
+
+@cache
+def _keeping(pins: tuple[tuple[str, int], ...]) -> tuple[placement.Counts, ...]:
+    """The maximal allowed layouts that can leave the pinned instances where they are."""
+    pinned = [placement.Instance(p, s, MODEL.by_name[p].size) for p, s in pins]
+    return tuple(c for c in _maximal() if keeps(dict(c), pinned) is not None)
 
 
 def static(_pool: Pool, _now: float) -> None:
@@ -204,9 +243,15 @@ def homogeneous() -> list[Layout]:
     return out
 
 
-def mixed(mix: dict[str, float], gpus: int) -> list[Layout]:
+def mixed(mix: dict[str, float], gpus: int, whole: int | None = None) -> list[Layout]:
     """The demand mix packed into layouts (geometry.packing), scaled to ``gpus`` GPUs; layouts
-    with whole GPUs first, so nodes hold them together for multi-GPU pods."""
+    with whole GPUs first, so nodes hold them together for multi-GPU pods. ``whole``: that
+    many whole GPUs, and the mix's fractional part packed into the rest."""
+    if whole is not None:
+        part = {p: n for p, n in mix.items() if p != WHOLE}
+        if not part or whole >= gpus:
+            return [{WHOLE: 1}] * gpus
+        return [{WHOLE: 1}] * whole + mixed(part, gpus - whole)
     scale = 2_000 / max(1.0, sum(mix.values()))
     want = {p: round(n * scale) for p, n in mix.items() if round(n * scale) > 0}
     packed = packing.pack(MODEL, want)
@@ -221,6 +266,16 @@ def mixed(mix: dict[str, float], gpus: int) -> list[Layout]:
     for i in rest[: gpus - sum(counts)]:
         counts[i] += 1
     return [dict(k) for (k, _), n in zip(shares, counts, strict=True) for _ in range(n)]
+
+
+def candidates(mixes: Sequence[dict[str, float]], gpus: int) -> list[list[Layout]]:
+    """The oracle's static mixed layouts for a pool of ``gpus``: each mix packed as it is, and
+    each mix's fractional part packed beside every whole-GPU share in ``WHOLE_SHARES``."""
+    out = [mixed(m, gpus) for m in mixes]
+    for m in mixes:
+        for share in WHOLE_SHARES:
+            out.append(mixed(m, gpus, round(share * gpus)))
+    return out
 
 
 def _instances(p: placement.Placement) -> Layout:
@@ -297,16 +352,27 @@ def main() -> None:
                 churn(pods, [layout] * CHURN_NODES * PER_NODE, static, THRESHOLD.total_seconds()),
             )
         )
-    fills = [fill(pods, mixed(m, FILL_NODES * PER_NODE), static) for m in mixes(pods, arrivals)]
+    seen = mixes(pods, arrivals)
+    fills = [fill(pods, c, static) for c in candidates(seen, FILL_NODES * PER_NODE)]
     churns = [
-        churn(pods, mixed(m, CHURN_NODES * PER_NODE), static, THRESHOLD.total_seconds())
-        for m in mixes(pods, arrivals)
+        churn(pods, c, static, THRESHOLD.total_seconds())
+        for c in candidates(seen, CHURN_NODES * PER_NODE)
     ]
-    # a homogeneous layout is a mixed one too: the oracle is never below the best of them
+    # every homogeneous layout is a mixed one too, and each column takes its own best layout:
+    # the oracle is at least every static layout tried, in every column
+    fills += [r[1] for r in rows]
+    churns += [r[2] for r in rows]
     oracle = (
         "static mixed (oracle)",
-        max([*fills, *(r[1] for r in rows)], key=lambda f: f.at_end),
-        max([*churns, *(r[2] for r in rows)], key=lambda c: c.placed),
+        Fill(max(f.at_100 for f in fills), max(f.at_end for f in fills), 0, 0),
+        Churn(
+            max(c.placed for c in churns),
+            min(c.p50 for c in churns),
+            min(c.p95 for c in churns),
+            0.0,
+            0,
+            0,
+        ),
     )
     best_homo = max(rows, key=lambda r: r[1].at_end + r[2].placed)
     rows.append(oracle)
@@ -342,6 +408,11 @@ def main() -> None:
             f"{f.evictions + c.evictions:>8}"
         )
     print("* the best static homogeneous layout in hindsight")
+    print(
+        f"oracle: per column the best of {len(fills)} static layouts in hindsight (the "
+        "homogeneous ones, three demand mixes packed, each mix's fractional part beside "
+        f"{len(WHOLE_SHARES)} whole-GPU shares)"
+    )
     checks = [
         ("autopilot >= oracle (fill @130%)", a[1].at_end >= oracle[1].at_end),
         ("autopilot >= oracle (churn placed)", a[2].placed >= oracle[2].placed),

@@ -234,3 +234,72 @@ def test_one_decision_for_1000_nodes_of_8_gpus_takes_under_a_second() -> None:
     assert decision.changes
     assert all(c.gpu.idle for c in decision.changes)
     assert took < timedelta(seconds=1).total_seconds()
+
+
+def _eight(minutes: float = 10) -> demand.Pending:
+    """One pod of 8 whole GPUs: 8 instances of 7g.80gb, together on one node."""
+    return demand.Pending("7g.80gb", 8, timedelta(minutes=minutes), together=8)
+
+
+def _node_b_half_split(**over: int) -> list[demand.Gpu]:
+    """Node a: 4 idle whole GPUs and 4 busy ones; node b: 4 idle whole GPUs, 4 idle split."""
+    a = [gpu("a", i).layout(**ALL_7G) for i in range(4)]
+    a += [gpu("a", i).layout(**ALL_7G).busy() for i in range(4, 8)]
+    b = [gpu("b", i).layout(**ALL_7G) for i in range(4)]
+    b += [gpu("b", i).layout(p1g_10gb=7).changed_today(over.get("today", 0)) for i in range(4, 8)]
+    return [g.obj() for g in a + b]
+
+
+def test_a_pod_of_whole_gpus_gets_them_on_one_node() -> None:
+    """Eight whole GPUs are free across the pool, none on one node: the idle split GPUs of
+    the node that then holds the pod are made whole (pool-wide counting would see 8 free)."""
+    decision = choice.decide(_node_b_half_split(), [_eight()], bounds())
+    assert _changes(decision) == {f"b/{i}": {"7g.80gb": 1} for i in range(4, 8)}
+    assert decision.unmet == ()
+    assert "a pod wants 8 x 7g.80gb on one node: b holds it once 4 idle GPU(s)" in (decision.reason)
+
+
+def test_a_pod_of_whole_gpus_once_served_asks_for_nothing() -> None:
+    gpus = _node_b_half_split()
+    first = choice.decide(gpus, [_eight()], bounds())
+    changed = {c.gpu.name: c.layout for c in first.changes}
+    after = [
+        demand.Gpu(
+            g.node,
+            g.index,
+            g.model,
+            changed.get(g.name, g.layout),
+            g.used,
+            1 if g.name in changed else 0,
+        )
+        for g in gpus
+    ]
+    again = choice.decide(after, [_eight()], bounds())
+    assert again.changes == ()
+    assert "b holds it already" in again.reason
+
+
+@pytest.mark.parametrize(
+    "over, today, want_reason_part",
+    [
+        pytest.param({}, 1, "no node has 8 GPUs free or idle", id="the-daily-limit-holds"),
+        pytest.param(
+            {"minimum": {"1g.10gb": 25}}, 0, "no node has 8 GPUs free", id="the-minimum-holds"
+        ),
+        pytest.param({"pend_threshold": timedelta(minutes=20)}, 0, "none yet", id="threshold"),
+    ],
+)
+def test_a_pod_of_whole_gpus_within_the_bounds(
+    over: dict[str, object], today: int, want_reason_part: str
+) -> None:
+    decision = choice.decide(_node_b_half_split(today=today), [_eight()], bounds(**over))
+    assert decision.changes == ()
+    assert want_reason_part in decision.reason
+
+
+def test_a_pod_of_whole_gpus_never_takes_a_busy_gpu() -> None:
+    gpus = [gpu("a", i).layout(p3g_40gb=2).obj() for i in range(7)]
+    gpus.append(gpu("a", 7).layout(p3g_40gb=2).busy().obj())
+    decision = choice.decide(gpus, [_eight()], bounds())
+    assert decision.changes == ()
+    assert dict(decision.unmet) == {"7g.80gb": 8}

@@ -8,6 +8,11 @@ reconfiguration limit, keeping as many of that GPU's current instances as still 
 filling the slots left with the biggest allowed profiles (``_fill``). A busy
 GPU is never chosen, so a change evicts no pod.
 
+A pod that needs several whole GPUs on one node (``Pending.together``, a pod of N whole
+GPUs) is not served by free whole GPUs scattered over the pool, so it is not counted pool
+wide: it gets the node that holds it with the fewest idle GPUs made whole, or none if one
+holds it already (``_together``), one such pod per node per decision.
+
 Hysteresis, so the loop never flaps: demand counts only after the pend threshold; an
 instance is given up only on an idle GPU, never below the declared minimum, and a GPU whose
 current instances serve pods that pend (even below the threshold) is chosen last; each GPU
@@ -65,13 +70,17 @@ def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Pending], bounds: Bounds) ->
     if not counted:
         return Decision((), (), quiet(wants, bounds))
     free, totals = d.free(gpus), d.totals(gpus)
-    unmet, notes = _unmet(counted, free, totals, bounds)
-    head = headline(counted)
-    if not any(unmet.values()):
-        return Decision((), (), f"{head}; " + "; ".join(notes))
     pending = {w.profile for w in wants if w.pods > 0}
-    changes: list[LayoutChange] = []
-    for model, group in _groups(gpus, bounds):
+    changes, apart, notes = _together(gpus, wants, totals, pending, bounds)
+    for change in changes:
+        d.add(totals, change.gpu.layout, -1)
+        d.add(totals, change.layout)
+    single = d.counted([w for w in wants if not _handled(w, apart)], bounds.pend_threshold)
+    unmet, more = _unmet(single, free, totals, bounds)
+    notes.extend(more)
+    head = headline(counted)
+    changed = {c.gpu.name for c in changes}
+    for model, group in _groups([g for g in gpus if g.name not in changed], bounds):
         allowed = set(bounds.allowed(model))
         part = {p: n for p, n in unmet.items() if n and p in allowed}
         if not part:
@@ -81,8 +90,93 @@ def decide(gpus: Sequence[d.Gpu], wants: Sequence[d.Pending], bounds: Bounds) ->
             d.add(unmet, change.serves, -1)
             d.add(totals, change.gpu.layout, -1)
             d.add(totals, change.layout)
+    d.add(unmet, apart["unmet"].items())
     left = d.counts({p: n for p, n in unmet.items() if n > 0})
+    if not changes and not left:
+        return Decision((), (), f"{head}; " + "; ".join(notes))
     return Decision(tuple(changes), left, _explain(head, changes, left, gpus, bounds, notes))
+
+
+def _handled(want: d.Pending, apart: Mapping[str, Mapping[str, int]]) -> bool:
+    return want.together > 1 and want.profile in apart["profiles"]
+
+
+def _together(
+    gpus: Sequence[d.Gpu],
+    wants: Sequence[d.Pending],
+    totals: Mapping[str, int],
+    pending: set[str],
+    bounds: Bounds,
+) -> tuple[list[LayoutChange], dict[str, dict[str, int]], list[str]]:
+    """Pods that need several whole GPUs on one node: free instances elsewhere do not serve
+    them, so each counted pod gets the node that needs fewest idle GPUs made whole (none if
+    it fits already), biggest pods first; a node serves one such pod per decision.
+
+    Returns the changes, ``{"profiles": the profiles handled here, "unmet": instances no node
+    can hold}``, and notes for the reason."""
+    asks = [w for w in wants if w.together > 1 and w.pods > 0 and w.pended >= bounds.pend_threshold]
+    apart: dict[str, dict[str, int]] = {"profiles": {}, "unmet": {}}
+    changes: list[LayoutChange] = []
+    notes: list[str] = []
+    if not asks:
+        return changes, apart, notes
+    nodes: dict[str, list[d.Gpu]] = {}
+    for gpu in sorted(gpus, key=lambda g: (g.node, g.index)):
+        nodes.setdefault(gpu.node, []).append(gpu)
+    reserved: set[str] = set()
+    lost: dict[str, int] = {}
+    for want in sorted(asks, key=lambda w: (-w.together, w.profile)):
+        target = ((want.profile, 1),)
+        for _ in range(max(1, want.pods // want.together)):
+            best: tuple[int, str, list[tuple[d.Gpu, d.Counts]]] | None = None
+            for node, members in nodes.items():
+                if node in reserved:
+                    continue
+                model = catalog.resolve(members[0].model)
+                if want.profile not in bounds.allowed(model) or not _whole(model, target):
+                    continue
+                apart["profiles"][want.profile] = 1
+                ready = sum(1 for g in members if g.idle and g.layout == target)
+                need = want.together - ready
+                if need <= 0:
+                    best = (0, node, [])
+                    break
+                able = [
+                    g
+                    for g in members
+                    if g.idle
+                    and g.layout != target
+                    and g.reconfigured_today < bounds.per_gpu_per_day
+                ]
+                able.sort(key=lambda g: (sum(n for p, n in g.layout if p in pending), g.index))
+                picked = _within_minimum(able, need, totals, lost, bounds)
+                if picked is not None and (best is None or need < best[0]):
+                    best = (need, node, [(g, target) for g in picked])
+            if best is None:
+                if want.profile in apart["profiles"]:
+                    apart["unmet"][want.profile] = (
+                        apart["unmet"].get(want.profile, 0) + want.together
+                    )
+                    notes.append(
+                        f"a pod wants {want.together} x {want.profile} on one node: no node "
+                        f"has {want.together} GPUs free or idle and still allowed to change today"
+                    )
+                continue
+            _, node, chosen = best
+            reserved.add(node)
+            ask = f"a pod wants {want.together} x {want.profile} on one node: {node}"
+            notes.append(
+                f"{ask} holds it once {len(chosen)} idle GPU(s) there are made whole"
+                if chosen
+                else f"{ask} holds it already"
+            )
+            for gpu, layout in chosen:
+                model = catalog.resolve(gpu.model)
+                d.add(lost, gpu.layout)
+                changes.append(
+                    LayoutChange(gpu, layout, layout, _change_reason(model, gpu, layout, layout))
+                )
+    return changes, apart, notes
 
 
 def quiet(wants: Sequence[d.Pending], bounds: Bounds) -> str:
@@ -184,6 +278,36 @@ def _place(
         d.add(part, serves, -1)
         out.append(LayoutChange(gpu, layout, serves, _change_reason(model, gpu, layout, serves)))
     return out
+
+
+def _within_minimum(
+    able: Sequence[d.Gpu],
+    need: int,
+    totals: Mapping[str, int],
+    lost: Mapping[str, int],
+    bounds: Bounds,
+) -> list[d.Gpu] | None:
+    """``need`` of ``able``, in order, whose instances together may be given up without going
+    below a declared minimum; None when there are not that many."""
+    gone = dict(lost)
+    out: list[d.Gpu] = []
+    for gpu in able:
+        if len(out) == need:
+            break
+        if all(
+            totals.get(p, 0) - gone.get(p, 0) - n >= bounds.minimum.get(p, 0) for p, n in gpu.layout
+        ):
+            d.add(gone, gpu.layout)
+            out.append(gpu)
+    return out if len(out) == need else None
+
+
+def _whole(model: catalog.GpuModel, layout: d.Counts) -> bool:
+    """One instance that takes the whole GPU."""
+    if len(layout) != 1 or layout[0][1] != 1:
+        return False
+    profile = model.by_name.get(layout[0][0])
+    return profile is not None and profile.compute_slices == model.compute_slices
 
 
 def _instances(p: placement.Placement) -> dict[str, int]:

@@ -17,11 +17,15 @@ Counts = tuple[tuple[str, int], ...]  # sorted (profile, count) pairs, counts > 
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """``pods`` pods of one profile that have pended for at least ``pended`` (the youngest)."""
+    """``pods`` pods of one profile that have pended for at least ``pended`` (the youngest).
+
+    ``together``: the instances one pod needs on one node (a pod of N whole GPUs: N); ``pods``
+    then counts instances, ``pods / together`` pods."""
 
     profile: str
     pods: int
     pended: timedelta
+    together: int = 1
 
 
 @dataclass(frozen=True, slots=True)
