@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tessera.api import constants as c
 from tessera.api.v1alpha1.common import DrainSpec
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.dra.slices import slice_pools
@@ -227,3 +228,15 @@ def test_dra_scope(case: DraCase) -> None:
 def test_on_a_dra_node_only_the_pods_on_changed_gpus_leave() -> None:
     left = scope.leaving(dra_node(MAP), scope.Scope((0, 1)), ON, DrainSpec())
     assert [p.name for p in left] == ["p0", "p1"]
+
+
+def test_with_holders_fills_dra_nodes_only_and_says_why_not() -> None:
+    labelled = replace(dra_node(MAP), holders=None, labels={c.GPU_COUNT_LABEL: "4"})
+    unlabelled = replace(dra_node(MAP), name="dra-2", holders=None)
+    plain = NodeView("gpu-9")
+    raw = [claim(f"c{i}", [f"gpu-{i}"] if i > 1 else [], [f"p{i}"]) for i in range(4)]
+    out = cl.with_holders([labelled, unlabelled, plain], ON, cl.claims(raw), {NODE: POOL}, READ)
+    assert out[0].holders == Holders(READ, {"ml/p2": (2,), "ml/p3": (3,)})
+    assert out[1].holders is None
+    assert out[1].holders_error == f"dra-2 has no {c.GPU_COUNT_LABEL} label"
+    assert out[2] == plain

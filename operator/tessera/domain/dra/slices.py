@@ -21,7 +21,8 @@ from tessera.domain.dra.naming import DRIVER, GPU
 
 Raw = Mapping[str, Any]
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
-"""The standard attribute NVIDIA's driver publishes on every GPU and MIG device (dra.md §5.3)."""
+"""The standard attribute NVIDIA's driver publishes on every GPU and MIG device (a MIG
+device its parent's: ``cmd/gpu-kubelet-plugin/deviceinfo.go``, ``mig.go``, v0.4.1)."""
 
 
 def device_kind(device: Raw) -> str | None:
@@ -74,7 +75,7 @@ class SlicePool:
     kinds: dict[str, str] = field(default_factory=dict)
     buses: dict[str, str] = field(default_factory=dict)
     """Each device's GPU as the driver names it: ``resource.kubernetes.io/pciBusID``, which a
-    MIG device carries as its parent's (dra.md §5.3); a device without one is not listed."""
+    MIG device carries as its parent's; a device without one is not listed."""
 
 
 def slice_pools(slices: Iterable[Raw]) -> dict[str, SlicePool]:

@@ -2,9 +2,9 @@
 
 On a pool with ``allocation: DRA`` no agent is needed: the scheduler writes what each claim
 holds into ``status.allocation.devices.results`` (driver, pool, device) and the pods it is
-for into ``status.reservedFor`` (both in one status write, before the pod is bound: dra.md
-§4.3). A device becomes a GPU index through the node's ResourceSlices: NVIDIA's driver
-publishes no index (dra.md §5.3), but every GPU and MIG device carries
+for into ``status.reservedFor`` (both in one status write, before the pod is bound: kube-scheduler's
+DRA plugin, PreBind). A device becomes a GPU index through the node's ResourceSlices: NVIDIA's driver
+publishes no index (``cmd/gpu-kubelet-plugin/deviceinfo.go``, v0.4.1), but every GPU and MIG device carries
 ``resource.kubernetes.io/pciBusID`` (a MIG device its parent's), and NVML, so ``nvidia-smi``
 and mig-parted, number a node's GPUs in PCI bus order. The result is the same ``Holders``
 record the GPU node agent publishes for device-plugin pools, read at the observation's time,
@@ -14,7 +14,7 @@ so ``scope`` decides both alike.
 node is drained whole (``scope.decide``):
 
 - the node's slices do not name one PCI bus per GPU (a GPU with MIG on and no MIG devices
-  is not published at all, dra.md §5.5), or the pool is incomplete;
+  is not published at all), or the pool is incomplete;
 - a claim allocated on the node holds a device its slices do not list;
 - a pod on the node uses a claim that is allocated but not reserved for it (yet), one that
   is not allocated at all, or one the list did not return.
@@ -23,20 +23,21 @@ node is drained whole (``scope.decide``):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from tessera.api import constants as c
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.dra.slices import SlicePool
 from tessera.domain.rollout.holders import Holders
-from tessera.domain.rollout.views import PodView
+from tessera.domain.rollout.views import NodeView, PodView
 
 Raw = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class Claim:
+class ClaimHeld:
     """One ResourceClaim as the map needs it: the GPU devices it holds, whom it is for."""
 
     namespace: str
@@ -52,10 +53,10 @@ class Claim:
         return f"{self.namespace}/{self.name}"
 
 
-Claims = Mapping[tuple[str, str], Claim]
+Claims = Mapping[tuple[str, str], ClaimHeld]
 
 
-def claims(raw: Iterable[Raw]) -> dict[tuple[str, str], Claim]:
+def claims(raw: Iterable[Raw]) -> dict[tuple[str, str], ClaimHeld]:
     """(namespace, name) → each claim as the map needs it."""
     out = {}
     for item in raw:
@@ -73,7 +74,7 @@ def claims(raw: Iterable[Raw]) -> dict[tuple[str, str], Claim]:
             if r.get("resource") == "pods" and not r.get("apiGroup")
         )
         key = (str(meta.get("namespace", "")), str(meta["name"]))
-        out[key] = Claim(key[0], key[1], alloc is not None, devices, reserved)
+        out[key] = ClaimHeld(key[0], key[1], alloc is not None, devices, reserved)
     return out
 
 
@@ -124,3 +125,32 @@ def held(
         if gpus:
             out[pod.ref] = tuple(sorted(gpus))
     return Holders(read, out)
+
+
+def with_holders(
+    views: Iterable[NodeView],
+    pods: Sequence[PodView],
+    found: Claims,
+    pools: Mapping[str, SlicePool],
+    read: datetime,
+) -> list[NodeView]:
+    """``views``, each DRA node's with who holds which GPU (``held``), or why not known."""
+    on: dict[str, list[PodView]] = {}
+    for pod in pods:
+        on.setdefault(pod.node, []).append(pod)
+    out = []
+    for view in views:
+        if view.dra is None:
+            out.append(view)
+            continue
+        count = view.labels.get(c.GPU_COUNT_LABEL, "")
+        if not count.isdigit():
+            why = f"{view.name} has no {c.GPU_COUNT_LABEL} label"
+            out.append(replace(view, holders=None, holders_error=why))
+            continue
+        got = held(view.name, on.get(view.name, ()), found, pools.get(view.name), int(count), read)
+        if isinstance(got, str):
+            out.append(replace(view, holders=None, holders_error=got))
+        else:
+            out.append(replace(view, holders=got, holders_error=""))
+    return out
