@@ -114,13 +114,16 @@ def _roll(
     if dra is not None and cluster.needs_pods(involved, desired):
         dra = dra_pool.with_claims(ctx, dra)
     pods = driver.pods_for(ctx, involved, desired)
-    pods = dra.pods(pods) if dra is not None else pods
+    now = ctx.clock()
+    if dra is not None:  # claims say who holds which GPU, slices which device is which GPU
+        pods = dra.pods(pods)
+        involved = dra.held(involved, pods, now)
     pdbs = driver.pdbs(ctx) if pods else []
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     policy = pool_claims.policy(obj["metadata"]["name"], seen.claims, spec.rollout)
     room = driver.room(ctx, nodes, involved, desired, dra)
     plan = rollout.plan(
-        seen.owner, policy, desired, involved, pods, pdbs, ctx.clock(), approved, room, queue=True
+        seen.owner, policy, desired, involved, pods, pdbs, now, approved, room, queue=True
     )
     follow = None
     if dra is None:  # a DRA node's recount also reads its claims: the next pass makes it

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from tessera.adapters import dra as api
 from tessera.adapters.kube import Obj
@@ -22,6 +23,7 @@ from tessera.domain import rollout
 from tessera.domain.cluster import objects as cluster
 from tessera.domain.dra import naming
 from tessera.domain.dra.slices import SlicePool, slice_pools
+from tessera.domain.rollout.dra import claims as dra_claims
 from tessera.domain.rollout.dra import observe as dra_rollout
 from tessera.domain.rollout.views import DraNode, PluginPod
 
@@ -35,12 +37,22 @@ class DraObserved:
     slices: list[Obj]
     pools: dict[str, SlicePool]
     claims: dra_rollout.Allocations | None = None
+    found: dra_claims.Claims | None = None
+    """Every claim as who-holds-what reads it (``domain.rollout.dra.claims``)."""
 
     def pods(self, pods: Sequence[rollout.PodView]) -> list[rollout.PodView]:
         """``pods`` with those holding GPU devices through claims marked so."""
         if self.claims is None:
             return list(pods)
         return dra_rollout.with_claims(pods, self.claims, self.pools)
+
+    def held(
+        self, views: Sequence[rollout.NodeView], pods: Sequence[rollout.PodView], now: datetime
+    ) -> list[rollout.NodeView]:
+        """``views`` with who holds which GPU on each, from the claims (once they are read)."""
+        if self.found is None:
+            return list(views)
+        return dra_claims.with_holders(views, pods, self.found, self.pools, now)
 
     def node(self, view: rollout.NodeView) -> rollout.NodeView:
         """A node for the room check: its published devices counted as room."""
@@ -129,4 +141,5 @@ def fill(
 
 def with_claims(ctx: Context, observed: DraObserved) -> DraObserved:
     """``observed`` with every claim's allocation: read once a pass reads pods."""
-    return replace(observed, claims=dra_rollout.allocations(api.list_claims(ctx.kube)))
+    raw = api.list_claims(ctx.kube)
+    return replace(observed, claims=dra_rollout.allocations(raw), found=dra_claims.claims(raw))

@@ -27,6 +27,7 @@ from tessera.domain.geometry import ascend, capacity, catalog, migparted, vgpu, 
 from tessera.domain.geometry.layouts import HASH_LEN, GeometryError, config_name, per_device
 from tessera.domain.rollout import DesiredNode
 from tessera.domain.rollout.dra import observe as dra_rollout
+from tessera.domain.rollout.views import Layout
 from tessera.domain.sharing.device_plugin import DevicePluginConfig
 
 WHOLE_GPUS = (MigLayout(devices="all", profiles={}),)
@@ -123,8 +124,10 @@ def _nvidia(
         raise GeometryError(verdict.reason)
     entries = migparted.mig_entries(layouts)
     name = config_name(pool, entries)
+    layout = per_device([(lay.devices, lay.profiles) for lay in layouts], count)
     if spec.allocation == "DRA":
-        return _dra(spec, name, entries, dra_rollout.expected_devices(model, count, layouts))
+        devices = dra_rollout.expected_devices(model, count, layouts)
+        return _dra(spec, name, entries, devices, layout)
     expected = capacity.mig_capacity(model, count, layouts, spec.mig_strategy)
     gone = {r: 0 for r in allocatable if r.startswith("nvidia.com/") and r not in expected}
     desired = DesiredNode(
@@ -132,7 +135,7 @@ def _nvidia(
         labels={c.MIG_CONFIG_LABEL: name},
         watch_label=c.MIG_CONFIG_STATE_LABEL,
         expected_allocatable={**gone, **expected},
-        layout=per_device([(lay.devices, lay.profiles) for lay in layouts], count),
+        layout=layout,
     )
     return NodeTarget(desired, (name, entries), expected)
 
@@ -193,9 +196,14 @@ def _vgpu(
 
 
 def _dra(
-    spec: NodePoolGeometrySpec, name: str, entries: list[dict[str, Any]], devices: dict[str, int]
+    spec: NodePoolGeometrySpec,
+    name: str,
+    entries: list[dict[str, Any]],
+    devices: dict[str, int],
+    layout: Layout,
 ) -> NodeTarget:
-    """A DRA node: the same MIG config and agent, verified from its ResourceSlices."""
+    """A DRA node: the same MIG config and agent, verified from its ResourceSlices; changed
+    GPU by GPU like a device-plugin MIG node, its claims saying who holds what."""
     plugin = (spec.dra or DraPool()).kubelet_plugin
     desired = DesiredNode(
         target=name,
@@ -203,6 +211,7 @@ def _dra(
         watch_label=c.MIG_CONFIG_STATE_LABEL,
         expected_devices=devices,
         plugin=f"{plugin.namespace}/{plugin.daemon_set}",
+        layout=layout,
     )
     return NodeTarget(desired, (name, entries), {geometry_class(k): n for k, n in devices.items()})
 

@@ -20,6 +20,9 @@ from typing import Any
 from tessera.domain.dra.naming import DRIVER, GPU
 
 Raw = Mapping[str, Any]
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+"""The standard attribute NVIDIA's driver publishes on every GPU and MIG device (a MIG
+device its parent's: ``cmd/gpu-kubelet-plugin/deviceinfo.go``, ``mig.go``, v0.4.1)."""
 
 
 def device_kind(device: Raw) -> str | None:
@@ -70,6 +73,9 @@ class SlicePool:
 
     devices: dict[str, int] | None = None
     kinds: dict[str, str] = field(default_factory=dict)
+    buses: dict[str, str] = field(default_factory=dict)
+    """Each device's GPU as the driver names it: ``resource.kubernetes.io/pciBusID``, which a
+    MIG device carries as its parent's; a device without one is not listed."""
 
 
 def slice_pools(slices: Iterable[Raw]) -> dict[str, SlicePool]:
@@ -83,8 +89,15 @@ def slice_pools(slices: Iterable[Raw]) -> dict[str, SlicePool]:
             for d in s.get("devices") or []
             if (kind := device_kind(d)) is not None
         }
+        buses = {
+            str(d.get("name")): bus
+            for s in current
+            for d in s.get("devices") or []
+            if (bus := _text(d.get("attributes") or {}, PCI_BUS_ID, qualified=True))
+        }
         counts = Counter(kinds.values())
-        out[name] = SlicePool(dict(sorted(counts.items())) if _complete(current) else None, kinds)
+        devices = dict(sorted(counts.items())) if _complete(current) else None
+        out[name] = SlicePool(devices, kinds, buses)
     return out
 
 
@@ -108,6 +121,7 @@ def _generation(spec: Raw) -> int:
     return int((spec.get("pool") or {}).get("generation", 0))
 
 
-def _text(attrs: Mapping[str, Any], name: str) -> str:
-    value = attrs.get(name) or attrs.get(f"{DRIVER}/{name}") or {}
+def _text(attrs: Mapping[str, Any], name: str, qualified: bool = False) -> str:
+    """A string attribute; an unqualified ``name`` is the driver's (also when written out)."""
+    value = attrs.get(name) or (None if qualified else attrs.get(f"{DRIVER}/{name}")) or {}
     return str(value.get("string", "")) if isinstance(value, Mapping) else ""

@@ -84,6 +84,19 @@ def previews(
     return GeometryPreviews(tuple(objects), diffs, allocatable)
 
 
+def _whole_on_dra(seen: observe.PoolObservation) -> observe.PoolObservation:
+    """The pool as the preview plans it: a DRA node's change takes the whole node, since who
+    holds which GPU there is in ResourceClaims, which ``tessera plan`` does not read (the
+    operator narrows it: ``rollout.dra.claims``)."""
+    targets = {
+        n: replace(t, desired=replace(t.desired, layout=None))
+        if t.desired.expected_devices is not None
+        else t
+        for n, t in seen.targets.items()
+    }
+    return replace(seen, targets=targets)
+
+
 def _pool(
     before: Cluster,
     after: Cluster,
@@ -94,6 +107,7 @@ def _pool(
     loc: Locations,
 ) -> ObjectPreview:
     name = obj["metadata"]["name"]
+    seen = _whole_on_dra(seen)
     desired, involved = seen.desired, list(seen.involved)
     wanted = set(observe.needs_pods(involved, desired))
     pods = [

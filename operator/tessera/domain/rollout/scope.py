@@ -4,19 +4,22 @@ A MIG change is made GPU by GPU: the MIG manager repartitions the GPUs whose lay
 and leaves the others as they are. So only the pods holding a changed GPU have to leave;
 the others keep running, untouched, on the node held for the change (cordoned and tainted:
 nothing new lands on it). Who holds which GPU comes from the GPU node agent's record
-(``holders``), never from a guess. ``decide`` picks the scope when a node starts and the
+(``holders``) or, on a DRA pool, from its ResourceClaims (``dra.claims``), never from a
+guess. ``decide`` picks the scope when a node starts and the
 record keeps it (``NodeState.gpus``); ``leaving`` says, on every pass, which pods must go.
 
 The whole node is drained, as before, when the change cannot be narrowed, and the reason is
 said on the node's report, in the start's Events and on its record (``NodeState.whole``):
 
-- the pool's kind changes whole nodes (vGPU, vNPU, DRA, a sharing switch): no reason, as
+- the pool's kind changes whole nodes (vGPU, vNPU, a sharing switch): no reason, as
   nothing narrower was ever possible;
 - the layout the node runs now is not known (no config, its agent not at ``success``);
 - every GPU changes anyway;
 - no GPU node agent runs on the node, its record is missing, unreadable or overflowed, or
   it is stale: a pod that requests a device is not in it, or was created at or after it
-  was read (a pod recreated under the same name holds other GPUs).
+  was read (a pod recreated under the same name holds other GPUs);
+- on a DRA pool, its claims cannot say (``dra.claims.held``: a device its slices do not
+  list, a pod its claim is not reserved for yet).
 
 A pod the record does not place (a ``drain.podSelector`` pod that reaches the GPU without a
 request, a pod that arrived after the start) always leaves: unknown means it might hold one.
@@ -129,7 +132,10 @@ def decide(node: NodeView, d: DesiredNode, pods: Sequence[PodView], drain: Drain
     gpus = changed(node.layout, d.layout)
     if len(gpus) == len(d.layout):
         return Scope(None, "every GPU changes")
-    if not agent_running(pods):
+    if node.dra is not None:  # a DRA pool: the claims say who holds what (``dra.claims``)
+        if node.holders is None:
+            return Scope(None, node.holders_error or f"the claims on {node.name} were not read")
+    elif not agent_running(pods):
         return Scope(None, f"no GPU node agent runs on {node.name}")
     if node.holders is None:
         why = node.holders_error or "no GPU holders record"
