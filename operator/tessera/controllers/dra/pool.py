@@ -97,7 +97,8 @@ def observe(
     pools = slice_pools(published)
     filled = fill(ctx, spec.dra, list(seen.views.values()), pools, seen.involved)
     views = {v.name: v for v in filled}
-    involved = tuple(views[v.name] for v in seen.involved)
+    # the members keep the layout they run now (``observe_pool`` read it for them only)
+    involved = tuple(replace(views[v.name], layout=v.layout) for v in seen.involved)
     return replace(seen, views=views, involved=involved), DraObserved(published, pools)
 
 
