@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from devcluster import dradriver
 from tessera.adapters.kube import Kube
 
 from .helpers import eventually
@@ -84,3 +85,13 @@ def samples_dra_pool_removed(kube: Kube) -> Iterator[None]:
     gone) when the module ends, so later tests meet no class they did not declare."""
     yield
     delete_and_wait(kube, NPG, SAMPLE_DRA_POOL)
+
+
+@pytest.fixture(scope="module")
+def driver(kube: Kube, agents: None) -> Iterator[dradriver.DraDriver]:
+    """The simulated NVIDIA DRA driver, for a module's tests (``agents``: the MIG manager)."""
+    sim = dradriver.DraDriver(kube).start()
+    try:
+        yield sim
+    finally:
+        sim.stop()

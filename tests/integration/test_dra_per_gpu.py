@@ -14,8 +14,6 @@ platform engineer repartitions GPUs 0-1; an outside ``Ledger`` watches Nodes and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from builders import DeploymentWrapper, PdbWrapper, custom
@@ -23,12 +21,12 @@ from devcluster import dradriver, fleet
 from tessera.adapters.kube import Kube, path_of
 
 from .conftest import OperatorProcess
-from .dra_support import NPG, DraObjects, dra_objects
+from .dra_support import NPG, DraObjects, dra_objects, driver
 from .faults import agents, assert_released, pool_spec, wait_ready
 from .helpers import eventually, namespace, wait_running
 from .rollout_ledger import Ledger
 
-__all__ = ["agents", "dra_objects"]
+__all__ = ["agents", "dra_objects", "driver"]
 pytestmark = pytest.mark.integration
 RESOURCE = "resource.k8s.io/v1"
 WHOLE = {"mig": {"layouts": [{"devices": "all", "profiles": {}}]}}
@@ -41,15 +39,6 @@ SPLIT = {
     }
 }
 REPLICAS, MIN_AVAILABLE = 4, 2
-
-
-@pytest.fixture(scope="module")
-def driver(kube: Kube, agents: None) -> Iterator[dradriver.DraDriver]:
-    sim = dradriver.DraDriver(kube).start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
 
 
 def gpus_of(kube: Kube, ns: str, node: str) -> dict[str, int] | None:

@@ -24,7 +24,6 @@ before it starts is never started (``test_dra_driver_absent``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,27 +35,18 @@ from tessera.api import constants as c
 
 from . import story_support as story
 from .conftest import OperatorProcess
-from .dra_support import NPG, DraObjects, dra_objects
+from .dra_support import NPG, DraObjects, dra_objects, driver
 from .faults import agents, assert_released, events, npg, pool_spec, wait_ready
 from .helpers import condition, eventually, namespace, wait_running
 from .rollout_ledger import Ledger
 
-__all__ = ["agents", "dra_objects"]  # fixtures: simulated GPU agents; pools deleted after
+__all__ = ["agents", "dra_objects", "driver"]  # fixtures: simulated GPU agents; pools deleted after
 pytestmark = pytest.mark.integration
 RESOURCE = "resource.k8s.io/v1"
 ONE_G = {"mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}}
 MIXED = {"mig": {"layouts": [{"profiles": {"1g.10gb": 3, "2g.20gb": 2}}]}}
 # Tessera's classes for the two profiles (docs/dra.md), written by the operator from the pool.
 CLASSES = {"1g.10gb": "mig-1g.10gb.tessera.io", "2g.20gb": "mig-2g.20gb.tessera.io"}
-
-
-@pytest.fixture(scope="module")
-def driver(kube: Kube, agents: None) -> Iterator[dradriver.DraDriver]:
-    sim = dradriver.DraDriver(kube).start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
 
 
 def tessera_class(kube: Kube, profile: str) -> Obj:
