@@ -37,6 +37,13 @@ from devcluster.scheduling import (
 
 ADMIN_TOKEN = "tessera-admin-token"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+# KEP-5055 device taints, alpha and off in 1.34: the gate on kube-apiserver (DeviceTaintRule and
+# the slices' and claims' taint fields), kube-controller-manager (its device-taint-eviction
+# controller) and kube-scheduler (its allocator skips a device whose taint the request does not
+# tolerate, DeviceTaintRules applied: ``resourceslice/tracker``), and the alpha group version
+# that serves ``devicetaintrules`` on the API server.
+DEVICE_TAINT_GATES = "--feature-gates=DRADeviceTaints=true"
+DEVICE_TAINT_RULES_API = "--runtime-config=resource.k8s.io/v1alpha3=true"
 
 
 class ControlPlaneError(RuntimeError):
@@ -72,6 +79,9 @@ class ControlPlane:
     etcd_peer_port: int = field(default_factory=free_port)
     keep_workdir: bool = False
     scheduling: Scheduling = field(default_factory=Scheduling)  # scheduler and KWOK options
+    # DRADeviceTaints on every component and DeviceTaintRule served; False: a 1.34 cluster as
+    # it comes (the rule is not served, a pool falls back to holding the node)
+    device_taints: bool = True
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -212,6 +222,7 @@ class ControlPlane:
                 f"--token-auth-file={self.workdir / 'tokens.csv'}",
                 "--enable-priority-and-fairness=false",
                 "--v=1",
+                *self._gates(DEVICE_TAINT_RULES_API),
             ],
         )
         self._wait("kube-apiserver", f"{self.server}/readyz", timeout)
@@ -230,13 +241,15 @@ class ControlPlane:
                 "--secure-port=0",
                 "--resource-quota-sync-period=15s",
                 "--v=1",
+                *self._gates(),
                 *controller_manager_args(self.scheduling),
             ],
         )
 
     def _start_scheduling(self, options: Scheduling, timeout: float) -> None:
         port = free_port()
-        self._spawn("kube-scheduler", scheduler_args(self.kubeconfig, port) + client_args(options))
+        args = scheduler_args(self.kubeconfig, port) + client_args(options) + self._gates()
+        self._spawn("kube-scheduler", args)
         self._wait("kube-scheduler", f"https://127.0.0.1:{port}/readyz", timeout)
         port = free_port()
         config = kwok_config(options, self.workdir)
@@ -244,6 +257,10 @@ class ControlPlane:
         # KWOK_WORKDIR: the controller reads no ~/.kwok/kwok.yaml of whoever runs the tests
         self._spawn("kwok", args, options.kwok_bin, {"KWOK_WORKDIR": str(self.workdir / "kwok")})
         self._wait("kwok", f"http://127.0.0.1:{port}/healthz", timeout)
+
+    def _gates(self, *more: str) -> list[str]:
+        """The device-taint flags every component gets (``device_taints``), and ``more``."""
+        return [DEVICE_TAINT_GATES, *more] if self.device_taints else []
 
     def _wait(self, name: str, url: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
