@@ -1,5 +1,7 @@
 """DRA objects (``resource.k8s.io/v1``) through the one client: DeviceClasses, ResourceSlices,
-ResourceClaims, and the pods of the namespace a driver's kubelet plugin runs in.
+ResourceClaims, the pods of the namespace a driver's kubelet plugin runs in, and Tessera's
+DeviceTaintRules (``resource.k8s.io/v1alpha3`` on 1.34: served only with the
+``DRADeviceTaints`` gate and the alpha version switched on).
 
 Thin verbs over ``Kube``: every write carries the resourceVersion it was planned from (an
 update is a PUT of the object read, a delete has a precondition), so a write that meets
@@ -19,6 +21,7 @@ from tessera.adapters.kube import Kube
 DEVICECLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RESOURCESLICES = "/apis/resource.k8s.io/v1/resourceslices"
 RESOURCECLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+DEVICETAINTRULES = "/apis/resource.k8s.io/v1alpha3/devicetaintrules"
 
 
 def _listed(kube: Kube, path: str, field_selector: str | None = None) -> list[Obj]:
@@ -69,6 +72,37 @@ def delete_class(kube: Kube, name: str, resource_version: str) -> None:
     body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
     try:
         kube.delete(f"{DEVICECLASSES}/{name}", body)
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
+def list_taint_rules(kube: Kube, label_selector: str) -> list[Obj] | None:
+    """The DeviceTaintRules ``label_selector`` selects; ``None`` when the server does not
+    serve them (no ``DRADeviceTaints``, or ``resource.k8s.io/v1alpha3`` off)."""
+    try:
+        return kube.list(DEVICETAINTRULES, label_selector=label_selector)
+    except ApiError as err:
+        if err.not_found:
+            return None
+        raise
+
+
+def create_taint_rule(kube: Kube, manifest: Mapping[str, Any]) -> None:
+    """Create the rule; one of that name already there (a pass that stopped after it) is
+    left for the next pass's comparison, not an error."""
+    try:
+        kube.create(DEVICETAINTRULES, manifest)
+    except ApiError as err:
+        if not err.conflict:
+            raise
+
+
+def delete_taint_rule(kube: Kube, name: str, resource_version: str) -> None:
+    """Delete the rule as read; one already gone is done."""
+    body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
+    try:
+        kube.delete(f"{DEVICETAINTRULES}/{name}", body)
     except ApiError as err:
         if not err.not_found:
             raise

@@ -30,6 +30,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.controllers import agent_configs, skeleton, skipping
 from tessera.controllers.dra import classes as dra_classes
 from tessera.controllers.dra import pool as dra_pool
+from tessera.controllers.dra import taints as dra_taints
 from tessera.controllers.rollout import driver, evictions, recount
 from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
 from tessera.domain import rollout
@@ -37,6 +38,8 @@ from tessera.domain.base.conditions import Verdict, landed
 from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.cluster import empty_pools, pools
 from tessera.domain.cluster import objects as cluster
+from tessera.domain.dra.slices import slice_pools
+from tessera.domain.rollout.dra import taints as device_taints
 from tessera.observability import metrics
 
 PLURAL = "nodepoolgeometries"
@@ -80,9 +83,12 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.PassO
         if dra_pool.is_dra(spec):
             seen, dra = dra_pool.observe(ctx, spec, seen)
         agent_configs.ensure(ctx, where, name, spec, seen, configs.result())
-        plan, applied = _roll(ctx, obj, spec, nodes, seen, dra, sharing.result())
+        owners = {owner_id(n) for n in [name, *others.result()]}
+        plan, applied, tainted = _roll(ctx, obj, spec, nodes, seen, dra, sharing.result(), owners)
         synced = classes.result()
     verdict = landed(_verdict(name, spec, seen, plan), applied)
+    if tainted is not None:
+        verdict = tainted.report(verdict)
     status = _status(obj, plan, seen.targets)
     dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=dra is not None)
     if dra is not None:  # the slices listed once, by observe
@@ -107,9 +113,11 @@ def _roll(
     seen: cluster.PoolObservation,
     dra: dra_pool.DraObserved | None,
     sharing: Mapping[str, Any],
-) -> tuple[rollout.Plan, bool]:
-    """Plan the rollout over the pool's nodes and apply it: the plan, and whether it all
-    landed."""
+    owners: set[str],
+) -> tuple[rollout.Plan, bool, dra_taints.Synced | None]:
+    """Plan the rollout over the pool's nodes and apply it: the plan, whether it all
+    landed, and on a DRA pool the devices its DeviceTaintRules hold once it did
+    (``controllers.dra.taints``: synced before the writes and after them)."""
     desired, involved = seen.desired, list(seen.involved)
     if dra is not None and cluster.needs_pods(involved, desired):
         dra = dra_pool.with_claims(ctx, dra)
@@ -129,9 +137,16 @@ def _roll(
     if dra is None:  # a DRA node's recount also reads its claims: the next pass makes it
         view = functools.partial(cluster.pool_view, sharing=sharing)
         follow = recount.follower(ctx, ref_of(obj), seen.owner, policy, desired, view)
-    applied = driver.apply(ctx, ref_of(obj), plan.stages, seen.views, follow)
-    evictions.announce_held(ctx, ref_of(obj), plan.nodes)
-    return plan, applied
+    ref = ref_of(obj)
+    if dra is not None:  # the nodes in their window: rules first, evictions after
+        dra_taints.sync(ctx, ref, seen.owner, involved, dra.pools, owners)
+    applied = driver.apply(ctx, ref, plan.stages, seen.views, follow)
+    evictions.announce_held(ctx, ref, plan.nodes)
+    tainted = None
+    if dra is not None:  # and as the nodes are now: a node released here keeps none
+        after = device_taints.after(involved, plan.actions)
+        tainted = dra_taints.sync(ctx, ref, seen.owner, after, dra.pools, owners, remove=applied)
+    return plan, applied, tainted
 
 
 def finalize(ctx: Context, name: str) -> bool:
@@ -155,7 +170,12 @@ def finalize(ctx: Context, name: str) -> bool:
     unsynced = _declares_classes(obj) and dra_classes.holds_deletion(synced, who)
     result = rollout.backout(owner, policy, mine, ctx.clock())
     ref = ref_of(obj) if obj else Ref(c.API_VERSION, KIND, name)
-    driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
+    applied = driver.apply(ctx, ref, [result.actions], {v.name: v for v in mine})
+    if _declares_classes(obj):  # its DeviceTaintRules go with the hold they kept
+        after = device_taints.after(mine, result.actions)
+        pools = slice_pools(dra_pool.slices(ctx))
+        left = dra_taints.sync(ctx, ref, owner, after, pools, remove=applied)
+        unsynced = unsynced or bool(left.held)
     if result.done and not unsynced:
         metrics.forget_rollout(KIND, name)
         ctx.passes.forget((KIND, name))
