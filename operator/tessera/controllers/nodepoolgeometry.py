@@ -150,7 +150,8 @@ def _roll(
 
 
 def finalize(ctx: Context, name: str) -> bool:
-    """Finish or back out in-flight nodes; True once no node carries this pool's cordon or state."""
+    """Finish or back out in-flight nodes; True once no node carries this pool's cordon or
+    state (and on a DRA pool, no DeviceTaintRule of its own is left)."""
     obj = ctx.kube.get_or_none(custom_path(PLURAL, name))
     try:
         spec: NodePoolGeometrySpec | None = NodePoolGeometrySpec.model_validate(
