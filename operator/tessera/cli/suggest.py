@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from tessera.cli import configmaps
-from tessera.cli.parsing import Parser
+from tessera.cli.parsing import usage_exits
 from tessera.domain.autopilot import choice, suggestion
 from tessera.domain.autopilot.bounds import Bounds
 from tessera.domain.rollout import gates
@@ -43,9 +43,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the bounds; printed with its reasons and as a merge patch. Exit 0: no change (or "
         "nothing fits, said plainly), 2: a change, 1: error (also a usage error).",
     )
-    if isinstance(cmd, Parser):
-        cmd.usage_status = ERROR
-    cmd.set_defaults(usage_parser=cmd)
+    usage_exits(cmd, ERROR)
     cmd.add_argument(
         "pool", nargs="?", metavar="POOL", help="the NodePoolGeometry to read from the cluster"
     )
@@ -68,15 +66,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with POOL: how long a pod must pend before it counts (Go duration; default "
         f"{int(Bounds().pend_threshold.total_seconds() // 60)}m)",
     )
-    for dest in ("mig_parted_configmap", "device_plugin_configmap"):
-        default = configmaps.DEFAULTS[dest]
-        cmd.add_argument(
-            "--" + dest.replace("_", "-"),
-            type=configmaps.namespaced_name,
-            default=default,
-            metavar="NAMESPACE/NAME",
-            help=f"with POOL: as given to `tessera run` (default: {'/'.join(default)})",
-        )
+    configmaps.add_flags(
+        cmd,
+        "with POOL: ConfigMaps to read (as given to `tessera run`)",
+        only=("mig_parted_configmap", "device_plugin_configmap"),
+    )
     cmd.add_argument("-o", "--output", choices=("text", "json"), default="text")
     cmd.set_defaults(func=_suggest)
 
