@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from devcluster import fleet
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from devcluster import fleet, gpunode
+from devcluster.gpuagents import GpuAgents
+from devcluster.podresources import PodResourcesSim
 from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
+from tessera.domain.rollout import holders
 
 from .faults import node_of, npg
-from .helpers import app_pods, eventually, namespace, serve, spare_node
+from .helpers import app_pods, condition, eventually, namespace, serve, spare_node
 
 # MIG on GPUs 0-3 only: GPUs 4-7 stay whole, so a replica asking nvidia.com/gpu still fits.
 HALF_MIG = {"mig": {"layouts": [{"devices": "0-3", "profiles": {"1g.10gb": 7}}]}}
@@ -106,3 +115,48 @@ def assert_replaced(evicted: dict[str, str], before: list[Obj], after: list[Obj]
     running ``after`` are all new ones: each evicted replica is Running again."""
     assert {p["metadata"]["uid"] for p in before} <= set(evicted), "a node not drained"
     assert not {p["metadata"]["uid"] for p in after} & set(evicted), "an evicted replica counted"
+
+
+@contextmanager
+def gpu_world(kube: Kube, prefix: str) -> Iterator[tuple[PodResourcesSim, GpuAgents]]:
+    """The simulated kubelet's PodResources, the GPU nodes' MIG managers, and Tessera's real
+    GPU node agents (started per node by the story); the agents must end with no problem."""
+    namespace(kube, "gpu-operator")
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))  # unix socket paths hold 107 bytes
+    sim = PodResourcesSim(kube, workdir).start()
+    nodes = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3, podresources=sim).start()
+    agents = GpuAgents(kube, sim)
+    try:
+        yield sim, agents
+        assert agents.problems() == []  # no refused call, no crash: its own token sufficed
+    finally:
+        agents.stop()
+        nodes.stop()
+        sim.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def record(kube: Kube, sim: PodResourcesSim, node: str) -> holders.Holders | None:
+    """The agent's record once it places exactly the pods the simulated kubelet says hold
+    GPUs, read after the newest pod on the node came."""
+    raw = (node_of(kube, node)["metadata"].get("annotations") or {}).get(c.GPU_HOLDERS_ANNOTATION)
+    found = holders.decode(raw)
+    truth = {pod: tuple(sorted(gpus)) for pod, gpus in sim.holders(node).items()}
+    if found is None or dict(found.pods) != truth:
+        return None
+    pods = kube.list("/api/v1/pods", field_selector=f"spec.nodeName={node}")
+    newest = max(p["metadata"]["creationTimestamp"] for p in pods)
+    return found if found.read.strftime("%Y-%m-%dT%H:%M:%SZ") > newest else None
+
+
+def unschedulable(kube: Kube, ns: str, app: str, n: int) -> bool:
+    """All ``n`` pods of ``app`` exist and kube-scheduler marked each Unschedulable."""
+    pods = app_pods(kube, ns, app)
+    marked = [
+        p
+        for p in pods
+        if (cond := condition(p, "PodScheduled"))
+        and cond["status"] == "False"
+        and cond.get("reason") == "Unschedulable"
+    ]
+    return len(pods) == n and len(marked) == n

@@ -120,6 +120,12 @@ BASES["ascend-hami"] = edited(
     {"spec.backend": "Exclusive", "spec.hamiCore": DROP, "spec.ascend": {"softSlicing": True}},
 )
 BASES["hami-sched"] = edited("hami-a10", {"spec.scheduler": {"name": "HAMi"}})
+AUTOPILOT = {
+    "profiles": {"H100-80GB": {"1g.10gb": {"max": 28}, "3g.40gb": {"min": 1}, "7g.80gb": {}}},
+    "pendingFor": "5m",
+    "maxReconfigurationsPerGPUPerDay": 1,
+}
+BASES["h100-auto"] = edited("h100-inference", {"spec.autopilot": AUTOPILOT})
 
 
 # --- the cases -----------------------------------------------------------------------------
@@ -205,6 +211,8 @@ def _max_unavailable(sample: str) -> list[Case]:
 
 
 UNKNOWN = "no GPU model in Tessera's catalog has one of these MIG profiles"
+CANNOT_HOST = "a GPU model cannot host a profile listed under it"
+H100_AUTO = "spec.autopilot.profiles.H100-80GB"
 MIXING = "time-sliced and MIG-backed vGPU types cannot be mixed"
 RESOURCE_NAMES = "resource names are qualified extended resources"
 WHOLE_COUNT = "is not a whole, non-negative count"
@@ -281,12 +289,52 @@ CASES: dict[str, dict[str, list[Case]]] = {
             no("h100-inference", {"spec.mig.layouts.1.profiles": {"1g.10gb\n": 1}}, also=(UNKNOWN,)),
             ok("h100-inference", {"spec.mig.layouts.1.profiles": {"1g.10gb+me": 1}}),
         ],
+        f"{NPG} spec.autopilot.profiles[]": [
+            no("h100-auto", {H100_AUTO: {"1g.10GB": {}}}, also=(UNKNOWN,)),
+            ok("h100-auto", {H100_AUTO: {"1g.10gb+me": {}}}),
+        ],
     },
     UNKNOWN: {
         f"{NPG} spec.mig.layouts[].profiles": [
             no("h100-inference", {"spec.mig.layouts.1.profiles": {"1g.11gb": 1}}),
             no("h100-inference", {"spec.mig.layouts.1.profiles": {"2g.11gb": 1}}),
             ok("h100-inference", {"spec.mig.layouts.1.profiles": {"1g.12gb": 1}}),
+        ],
+        f"{NPG} spec.autopilot.profiles[]": [
+            no("h100-auto", {"spec.autopilot.profiles.A100-80GB": {"1g.11gb": {}}}),
+            ok("h100-auto", {"spec.autopilot.profiles.A100-80GB": {"1g.20gb": {}}}),
+        ],
+    },
+    "autopilot chooses MIG layouts of a device-plugin pool": {
+        f"{NPG} spec": [
+            no("h100-auto", {"spec.migStrategy": "single"}),
+            no("h100-dra", {"spec.autopilot": AUTOPILOT}),
+            no("ascend-310p", {"spec.autopilot": AUTOPILOT}),
+            ok("h100-auto"),
+            ok("h100-auto", {"spec.migStrategy": "mixed", "spec.allocation": "DevicePlugin"}),
+            ok("h100-dra", {"spec.autopilot": None}),
+        ],
+    },
+    "autopilot.profiles is keyed by GPU model id": {
+        f"{NPG} spec.autopilot.profiles": [
+            no("h100-auto", {"spec.autopilot.profiles.H100": {"1g.10gb": {}}}),  # an alias
+            no("h100-auto", {"spec.autopilot.profiles.V100-32GB": {"1g.10gb": {}}}),
+            ok("h100-auto", {"spec.autopilot.profiles.A100-80GB": {"1g.10gb": {}}}),
+        ],
+    },
+    CANNOT_HOST: {
+        f"{NPG} spec.autopilot.profiles": [
+            no("h100-auto", {H100_AUTO: {"1g.12gb": {}}}),  # an H100 94GB's
+            no("h100-auto", {"spec.autopilot.profiles.A30-24GB": {"7g.80gb": {"max": 1}}}),
+            ok("h100-auto", {"spec.autopilot.profiles.H100-94GB": {"1g.12gb": {}}}),
+        ],
+    },
+    "min must not be above max": {
+        f"{NPG} spec.autopilot.profiles[][]": [
+            no("h100-auto", {H100_AUTO: {"1g.10gb": {"min": 29, "max": 28}}}),
+            ok("h100-auto", {H100_AUTO: {"1g.10gb": {"min": 28, "max": 28}}}),
+            ok("h100-auto", {H100_AUTO: {"1g.10gb": {"min": 29}}}),
+            ok("h100-auto", {H100_AUTO: {"1g.10gb": {"max": 0}}}),
         ],
     },
     "vNPU template names look like vir01": {

@@ -14,8 +14,6 @@ the start's Event on the node says why.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +24,7 @@ import pytest
 import yaml
 
 from builders import custom
-from devcluster import fleet, gpunode
+from devcluster import fleet
 from devcluster.gpuagents import GpuAgents
 from devcluster.podresources import PodResourcesSim
 from tessera.adapters.informer import Informer
@@ -55,19 +53,8 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(kube: Kube, operator: OperatorProcess) -> Iterator[World]:
-    namespace(kube, "gpu-operator")
-    workdir = Path(tempfile.mkdtemp(prefix="pg-"))  # unix socket paths hold 107 bytes
-    sim = PodResourcesSim(kube, workdir).start()
-    nodes = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3, podresources=sim).start()
-    agents = GpuAgents(kube, sim)
-    try:
+    with story.gpu_world(kube, "pg-") as (sim, agents):
         yield World(kube, sim, agents)
-        assert agents.problems() == []  # no refused call, no crash: its own token sufficed
-    finally:
-        agents.stop()
-        nodes.stop()
-        sim.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _pool(

@@ -14,10 +14,8 @@ and a pool that does not exist, are errors (exit 1) naming them.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,17 +24,16 @@ import pytest
 import yaml
 
 from builders import custom
-from devcluster import fleet, gpunode, identity
+from devcluster import fleet, identity
 from devcluster.gpuagents import GpuAgents
 from devcluster.podresources import PodResourcesSim
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
-from tessera.domain.rollout import holders
 
 from . import story_support as story
 from .conftest import ROOT, OperatorProcess
-from .faults import NPG, node_of, wait_ready
-from .helpers import app_pods, condition, deployment, eventually, namespace, serve, wait_running
+from .faults import NPG, wait_ready
+from .helpers import app_pods, deployment, eventually, namespace, serve, wait_running
 
 pytestmark = pytest.mark.integration
 POOL, NS = "sg-live", "sg-live"
@@ -86,19 +83,8 @@ def reader(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def world(kube: Kube, operator: OperatorProcess) -> Iterator[tuple[PodResourcesSim, GpuAgents]]:
-    namespace(kube, "gpu-operator")
-    workdir = Path(tempfile.mkdtemp(prefix="sg-"))  # unix socket paths hold 107 bytes
-    sim = PodResourcesSim(kube, workdir).start()
-    nodes = gpunode.GpuNodeAgents(kube, reconfigure_seconds=0.3, podresources=sim).start()
-    agents = GpuAgents(kube, sim)
-    try:
-        yield sim, agents
-        assert agents.problems() == []
-    finally:
-        agents.stop()
-        nodes.stop()
-        sim.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with story.gpu_world(kube, "sg-") as world:
+        yield world
 
 
 def suggest(kubeconfig: Path, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -109,31 +95,6 @@ def suggest(kubeconfig: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     assert text.returncode == out.returncode, text.stdout + text.stderr
     doc = json.loads(out.stdout) if out.returncode != 1 else {}
     return out.returncode, doc, text.stdout + text.stderr
-
-
-def _record(kube: Kube, sim: PodResourcesSim, node: str) -> holders.Holders | None:
-    """The agent's record once it places exactly the pods the simulated kubelet says hold
-    GPUs, read after the newest pod on the node came."""
-    raw = (node_of(kube, node)["metadata"].get("annotations") or {}).get(c.GPU_HOLDERS_ANNOTATION)
-    record = holders.decode(raw)
-    truth = {pod: tuple(sorted(gpus)) for pod, gpus in sim.holders(node).items()}
-    if record is None or dict(record.pods) != truth:
-        return None
-    pods = kube.list("/api/v1/pods", field_selector=f"spec.nodeName={node}")
-    newest = max(p["metadata"]["creationTimestamp"] for p in pods)
-    return record if record.read.strftime("%Y-%m-%dT%H:%M:%SZ") > newest else None
-
-
-def _unschedulable(kube: Kube, app: str, n: int) -> bool:
-    pods = app_pods(kube, NS, app)
-    marked = [
-        p
-        for p in pods
-        if (cond := condition(p, "PodScheduled"))
-        and cond["status"] == "False"
-        and cond.get("reason") == "Unschedulable"
-    ]
-    return len(pods) == n and len(marked) == n
 
 
 def test_suggest_changes_idle_gpus_only_and_the_pods_then_schedule(
@@ -151,7 +112,7 @@ def test_suggest_changes_idle_gpus_only_and_the_pods_then_schedule(
     namespace(kube, NS)
     busy = serve(kube, NS, "busy", replicas=BUSY, node_selector={story.SERVES: POOL})
     agents.start([node])
-    record = eventually(lambda: _record(kube, sim, node), 60, "the agent's record of 3 pods")
+    record = eventually(lambda: story.record(kube, sim, node), 60, "the agent's record of 3 pods")
     held = sorted(g for gpus in record.pods.values() for g in gpus)
     assert len(held) == BUSY
 
@@ -163,7 +124,9 @@ def test_suggest_changes_idle_gpus_only_and_the_pods_then_schedule(
     want = deployment("want", resource=story.MIG_1G, replicas=WANTED)
     want["spec"]["template"]["spec"]["nodeSelector"] = {story.SERVES: POOL}
     kube.create(path_of("apps/v1", "deployments", namespace=NS), want)
-    eventually(lambda: _unschedulable(kube, "want", WANTED), 60, "7 pods marked Unschedulable")
+    eventually(
+        lambda: story.unschedulable(kube, NS, "want", WANTED), 60, "7 pods marked Unschedulable"
+    )
 
     code, body, text = suggest(reader, POOL, "--pend-threshold", "0s")
     assert code == 2, text
@@ -185,7 +148,7 @@ def test_suggest_changes_idle_gpus_only_and_the_pods_then_schedule(
     wait_ready(kube, POOL, 240, f"{POOL} with GPUs {changed} repartitioned")
     wait_running(kube, NS, "want", WANTED, timeout=120)
     assert {p["metadata"]["uid"] for p in app_pods(kube, NS, "busy")} == uids, "busy GPUs kept"
-    eventually(lambda: _record(kube, sim, node), 60, "the agent's record of all 10 pods")
+    eventually(lambda: story.record(kube, sim, node), 60, "the agent's record of all 10 pods")
 
     code, body, text = suggest(reader, POOL, "--pend-threshold", "0s")
     assert code == 0, text
@@ -203,7 +166,7 @@ def test_what_it_cannot_read_is_an_error_naming_it(kube: Kube, reader: Path) -> 
     namespace(kube, NS)
     kube.create(path_of("apps/v1", "deployments", namespace=NS), odd)
     try:
-        eventually(lambda: _unschedulable(kube, "odd", 1), 60, "the odd pod Unschedulable")
+        eventually(lambda: story.unschedulable(kube, NS, "odd", 1), 60, "the odd pod Unschedulable")
         code, _, text = suggest(reader, POOL, "--pend-threshold", "0s")
         assert code == 1
         [pod] = app_pods(kube, NS, "odd")

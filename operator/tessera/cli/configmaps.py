@@ -1,4 +1,4 @@
-"""The ConfigMap flags ``tessera run`` and ``tessera plan`` share.
+"""The ConfigMap flags ``tessera run``, ``tessera plan`` and ``tessera suggest`` share.
 
 The operator writes these maps and ``tessera plan`` diffs them, so both must
 be pointed at the same ones on a cluster whose GPU Operator (or Helm values)
@@ -8,6 +8,7 @@ names them differently; one definition keeps the two commands in step.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 
 from tessera.api import constants as c
 
@@ -33,12 +34,19 @@ DEFAULTS = {
 }
 
 
-def add_flags(parser: argparse.ArgumentParser, title: str, *, sub: bool = False) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser,
+    title: str,
+    *,
+    sub: bool = False,
+    only: Collection[str] | None = None,
+) -> None:
     """``--device-plugin-configmap``, ``--mig-parted-configmap``, ``--vnpu-configmap``,
     ``--vgpu-configmap``, ``--hami-namespace``, in an argument group called ``title``.
 
     ``sub``: the parser is a subcommand of one that has the flags too; its copies set
-    no default, so ``tessera plan --vnpu-configmap=A snapshot`` keeps A."""
+    no default, so ``tessera plan --vnpu-configmap=A snapshot`` keeps A. ``only``: just
+    these (their ``dest`` names; ``tessera suggest`` reads two maps)."""
     maps = parser.add_argument_group(title)
     helps = {
         "device_plugin_configmap": "GPU Operator devicePlugin.config",
@@ -47,6 +55,8 @@ def add_flags(parser: argparse.ArgumentParser, title: str, *, sub: bool = False)
         "vgpu_configmap": "GPU Operator vgpuDeviceManager.config.name (key config.yaml)",
     }
     for dest, default in DEFAULTS.items():
+        if only is not None and dest not in only:
+            continue
         maps.add_argument(
             "--" + dest.replace("_", "-"),
             type=namespaced_name,
@@ -54,6 +64,8 @@ def add_flags(parser: argparse.ArgumentParser, title: str, *, sub: bool = False)
             metavar="NAMESPACE/NAME",
             help=f"{helps[dest]} (default: {'/'.join(default)})",
         )
+    if only is not None and "hami_namespace" not in only:
+        return
     maps.add_argument(
         "--hami-namespace",
         default=argparse.SUPPRESS if sub else c.HAMI_NAMESPACE,

@@ -30,3 +30,12 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(self.usage_status, f"{self.prog}: error: {message}\n")
+
+
+def usage_exits(parser: argparse.ArgumentParser, status: int) -> None:
+    """Usage errors of ``parser`` exit ``status``, and arguments no parser claims are reported
+    by it: ``tessera plan`` and ``tessera suggest`` exit 2 for "changes", so a usage error must
+    exit 1 there (``tessera.cli.main`` reads ``usage_parser``)."""
+    if isinstance(parser, Parser):
+        parser.usage_status = status
+    parser.set_defaults(usage_parser=parser)

@@ -24,7 +24,7 @@ import yaml
 
 from tessera.cli import configmaps
 from tessera.cli import manifests as reading
-from tessera.cli.parsing import Parser
+from tessera.cli.parsing import Parser, usage_exits
 from tessera.cli.plan_cluster import ClusterUnreadable, load_snapshot, locations, read_cluster
 from tessera.domain import preview
 from tessera.domain.base import selectors
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "capacity, quota impact and the agent configs as a diff. Exit 0: no change, "
         "2: changes, 1: error (also a usage error).",
     )
-    _usage_exits_1(plan)
+    usage_exits(plan, ERROR)
     if isinstance(plan, Parser):
         plan.unknown_command = _stray_path
     plan.add_argument(
@@ -99,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = plan.add_subparsers(dest="plan_command", metavar="snapshot")
     snap = sub.add_parser("snapshot", help="write the objects a plan reads, as YAML, to stdout")
     snap.description = SNAPSHOT_HELP
-    _usage_exits_1(snap)
+    usage_exits(snap, ERROR)
     snap.add_argument("--kubeconfig", help="default: $KUBECONFIG")
     configmaps.add_flags(snap, "ConfigMaps to read (as given to `tessera run`)", sub=True)
     snap.set_defaults(func=_snapshot)
@@ -111,13 +111,6 @@ def _stray_path(word: str) -> str:
         f"{word!r} is no command of tessera plan (only snapshot); -f takes one path, "
         f"so each manifest needs its own -f: ... -f {word}"
     )
-
-
-def _usage_exits_1(parser: argparse.ArgumentParser) -> None:
-    """2 means "changes" in the plan contract, so a usage error must not exit 2."""
-    if isinstance(parser, Parser):
-        parser.usage_status = ERROR
-    parser.set_defaults(usage_parser=parser)
 
 
 def _plan(args: argparse.Namespace) -> int:

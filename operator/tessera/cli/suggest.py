@@ -5,7 +5,9 @@ Reads a demand file (``-f``; docs/autopilot.md §The demand file) or the live cl
 ``tessera.domain.cluster.demand`` turns into the same inputs), hands them to
 ``tessera.domain.autopilot.suggestion`` and prints the decision's reasons and, when a change
 fits, a merge patch of the NodePoolGeometry a person commits to Git (or applies with
-``kubectl patch npg NAME --type merge --patch-file``). Nothing is written. Exit codes are
+``kubectl patch npg NAME --type merge --patch-file``). ``tessera suggest --from-status POOL``
+prints instead the layouts the pool's autopilot chose (``status.autopilot``) as that patch:
+the choice made static in Git. Nothing is written. Exit codes are
 ``tessera plan``'s: 0 no change (the demand is served, waits below the threshold, or nothing
 fits — said plainly), 2 a change is suggested, 1 an error: a demand file, a pool or a
 pending pod that cannot be read is an error, never "no changes".
@@ -17,12 +19,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from tessera.cli import configmaps
-from tessera.cli.parsing import Parser
-from tessera.domain.autopilot import suggestion
+from tessera.cli.parsing import usage_exits
+from tessera.domain.autopilot import choice, suggestion
 from tessera.domain.autopilot.bounds import Bounds
 from tessera.domain.rollout import gates
 
@@ -40,9 +43,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the bounds; printed with its reasons and as a merge patch. Exit 0: no change (or "
         "nothing fits, said plainly), 2: a change, 1: error (also a usage error).",
     )
-    if isinstance(cmd, Parser):
-        cmd.usage_status = ERROR
-    cmd.set_defaults(usage_parser=cmd)
+    usage_exits(cmd, ERROR)
     cmd.add_argument(
         "pool", nargs="?", metavar="POOL", help="the NodePoolGeometry to read from the cluster"
     )
@@ -53,6 +54,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="instead of the cluster, a demand file (YAML; - for stdin): pool, model, nodes, "
         "gpus, layouts, used, pending, bounds (docs/autopilot.md)",
     )
+    cmd.add_argument(
+        "--from-status",
+        action="store_true",
+        help="with POOL: the layouts its autopilot chose (status.autopilot) as a patch for Git",
+    )
     cmd.add_argument("--kubeconfig", help="with POOL: the cluster to read (default: $KUBECONFIG)")
     cmd.add_argument(
         "--pend-threshold",
@@ -60,15 +66,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with POOL: how long a pod must pend before it counts (Go duration; default "
         f"{int(Bounds().pend_threshold.total_seconds() // 60)}m)",
     )
-    for dest in ("mig_parted_configmap", "device_plugin_configmap"):
-        default = configmaps.DEFAULTS[dest]
-        cmd.add_argument(
-            "--" + dest.replace("_", "-"),
-            type=configmaps.namespaced_name,
-            default=default,
-            metavar="NAMESPACE/NAME",
-            help=f"with POOL: as given to `tessera run` (default: {'/'.join(default)})",
-        )
+    configmaps.add_flags(
+        cmd,
+        "with POOL: ConfigMaps to read (as given to `tessera run`)",
+        only=("mig_parted_configmap", "device_plugin_configmap"),
+    )
     cmd.add_argument("-o", "--output", choices=("text", "json"), default="text")
     cmd.set_defaults(func=_suggest)
 
@@ -79,6 +81,8 @@ def _suggest(args: argparse.Namespace) -> int:
             "tessera suggest: give a POOL to read from the cluster, or -f DEMAND", file=sys.stderr
         )
         return ERROR
+    if args.from_status:
+        return _from_status(args)
     notes: tuple[str, ...] = ()
     waiting: dict[str, list[str]] = {}
     unknown: list[str] = []
@@ -88,6 +92,7 @@ def _suggest(args: argparse.Namespace) -> int:
             for f, v in (
                 ("--kubeconfig", args.kubeconfig),
                 ("--pend-threshold", args.pend_threshold),
+                ("--from-status", args.from_status),
             )
             if v
         ]
@@ -125,24 +130,58 @@ def _suggest(args: argparse.Namespace) -> int:
         waiting = {p: list(refs) for p, refs in observed.waiting.items()}
         unknown = list(observed.unknown)
     result = suggestion.suggest(inputs)
+    return _print(
+        args, inputs.pool, result.lines, notes, result.patch, result.decision, waiting, unknown
+    )
+
+
+def _print(
+    args: argparse.Namespace,
+    pool: str,
+    reasons: tuple[str, ...],
+    notes: tuple[str, ...],
+    patch: dict[str, Any] | None,
+    decision: choice.Decision | None,
+    waiting: dict[str, list[str]],
+    unknown: list[str],
+) -> int:
+    """The answer as text or JSON, and its exit code: 2 a patch, 0 none."""
     if args.output == "json":
         body = {
-            "pool": inputs.pool,
-            "reasons": list(result.lines),
-            "nothingFits": result.decision.nothing_fits,
-            "unmet": dict(result.decision.unmet),
-            "patch": result.patch,
+            "pool": pool,
+            "reasons": list(reasons),
+            "nothingFits": decision.nothing_fits if decision else False,
+            "unmet": dict(decision.unmet) if decision else {},
+            "patch": patch,
             "pending": waiting,
             "unknownUsage": unknown,
         }
         print(json.dumps(body, indent=2))
     else:
-        print(f"NodePoolGeometry/{inputs.pool}:")
-        for line in (*result.lines, *notes):
+        print(f"NodePoolGeometry/{pool}:")
+        for line in (*reasons, *notes):
             print(f"  {line}")
-        if result.patch is not None:
-            print(f"# merge patch for NodePoolGeometry/{inputs.pool}: commit it to the manifest")
-            sys.stdout.write(yaml.safe_dump(result.patch, sort_keys=False))
+        if patch is not None:
+            print(f"# merge patch for NodePoolGeometry/{pool}: commit it to the manifest")
+            sys.stdout.write(yaml.safe_dump(patch, sort_keys=False))
         else:
             print("No change.")
-    return CHANGES if result.patch is not None else NO_CHANGE
+    return CHANGES if patch is not None else NO_CHANGE
+
+
+def _from_status(args: argparse.Namespace) -> int:
+    """``--from-status POOL``: the autopilot's recorded choice as the patch that makes it Git's."""
+    if args.pool is None or args.filename is not None or args.pend_threshold is not None:
+        print(
+            "tessera suggest: --from-status reads a POOL's status; no -f or --pend-threshold",
+            file=sys.stderr,
+        )
+        return ERROR
+    from tessera.cli.suggest_cluster import Unreadable, choice_of
+
+    try:
+        reasons, patch = choice_of(args)
+    except Unreadable as err:
+        print(f"tessera suggest: {err}", file=sys.stderr)
+        return ERROR
+    return _print(args, args.pool, reasons, (), patch, None, {}, [])

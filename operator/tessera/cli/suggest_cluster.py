@@ -5,22 +5,28 @@ The NodePoolGeometry, the others' nodeSelectors (one node, one pool), the Nodes,
 runs now) and the device plugin's (its sharing undone): exactly the reads the controller's
 pass makes for a pool, handed to the same ``cluster.observe_pool``; then
 ``cluster.demand.observe``. The RBAC this needs is docs/autopilot.md's: get and list
-nodepoolgeometries, list nodes and pods, get the two ConfigMaps.
+nodepoolgeometries, list nodes and pods, get the two ConfigMaps. ``--from-status`` reads
+the NodePoolGeometry alone (``choice_of``).
 """
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain.autopilot.bounds import Bounds
+from tessera.domain.cluster import autopilot as pilot
 from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.cluster import demand as live
 from tessera.domain.cluster import objects, pools
+
+if TYPE_CHECKING:
+    from tessera.adapters.kube import Kube
 
 PLURAL = "nodepoolgeometries"
 
@@ -29,14 +35,50 @@ class Unreadable(Exception):
     """No kubeconfig, no such pool, or the API server refused a read."""
 
 
-def observe(args: argparse.Namespace, bounds: Bounds) -> live.Observed:
+def _client(args: argparse.Namespace) -> Kube:
     # Imported here: the client costs a second to load, and -f needs none (test_cli_startup).
-    from tessera.adapters.kube import ApiError, Kube, path_of
+    from tessera.adapters.kube import Kube
 
     try:
-        kube = Kube.from_kubeconfig(args.kubeconfig)
+        return Kube.from_kubeconfig(args.kubeconfig)
     except Exception as err:  # the client raises several types for a bad kubeconfig
         raise Unreadable(f"cannot load kubeconfig: {err}") from err
+
+
+def choice_of(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[str, Any] | None]:
+    """The reasons and the merge patch that make the pool's recorded autopilot choice Git's;
+    None when it chose nothing (Git's layouts rule), or Git holds the choice already."""
+    from tessera.adapters.kube import ApiError, path_of
+
+    kube = _client(args)
+    name, where = args.pool, f"NodePoolGeometry/{args.pool}"
+    try:
+        obj = kube.get_or_none(path_of(f"{c.GROUP}/{c.VERSION}", PLURAL, name))
+    except ApiError as err:
+        raise Unreadable(f"reading {where} failed: {err}") from err
+    finally:
+        kube.close()
+    if obj is None:
+        raise Unreadable(f"{where}: not found")
+    try:
+        spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+    except ValidationError as err:
+        raise Unreadable(f"{where}: its spec does not parse: {err}") from err
+    if spec.autopilot is None:
+        raise Unreadable(f"{where}: has no spec.autopilot, so nothing is chosen in its status")
+    last = pilot.recorded(obj.get("status"))
+    if last is None:
+        raise Unreadable(f"{where}: no status.autopilot yet (is the operator running?)")
+    head = f"autopilot {last.outcome or 'undecided'} at {last.decided_at or '-'}: {last.reason}"
+    if not pilot.chosen(spec, last):
+        return (head, "the pool runs spec.mig.layouts: nothing chosen to commit"), None
+    return (head,), pilot.spec_patch(last)
+
+
+def observe(args: argparse.Namespace, bounds: Bounds) -> live.Observed:
+    from tessera.adapters.kube import ApiError, path_of
+
+    kube = _client(args)
     name = args.pool
     group = f"{c.GROUP}/{c.VERSION}"
     try:

@@ -9,11 +9,17 @@ config a node points at or may roll back to — written BEFORE any label names
 it — then hand the observation to ``tessera.domain.rollout.plan`` and execute
 its actions. Pods and PDBs are read only for nodes not yet at their target,
 so a converged pool costs a Node list and a pool list and nothing else.
+
+With ``spec.autopilot`` on, the pool is observed and rolled out with the layouts the
+autopilot recorded in ``status.autopilot`` in place of ``spec.mig.layouts``
+(``cluster.autopilot.effective``), and after the rollout the autopilot decides again
+(``controllers.autopilot``): its choice goes to status, for the next pass to roll out.
 """
 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import logging
 from collections.abc import Hashable, Mapping
@@ -27,7 +33,7 @@ from tessera.adapters.kube import Obj, path_of
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import LabelSelector, RolloutSpec
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
-from tessera.controllers import agent_configs, skeleton, skipping
+from tessera.controllers import agent_configs, autopilot, skeleton, skipping
 from tessera.controllers.dra import classes as dra_classes
 from tessera.controllers.dra import pool as dra_pool
 from tessera.controllers.dra import taints as dra_taints
@@ -35,6 +41,7 @@ from tessera.controllers.rollout import driver, evictions, recount
 from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
 from tessera.domain import rollout
 from tessera.domain.base.conditions import Verdict, landed
+from tessera.domain.cluster import autopilot as pilot
 from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.cluster import empty_pools, pools
 from tessera.domain.cluster import objects as cluster
@@ -62,8 +69,10 @@ def reconcile(ctx: Context, name: str) -> Result:
         return skeleton.run(ctx, _KIND, name, _steps)
 
 
-def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.PassOutcome:
+def _steps(ctx: Context, obj: Obj, git: NodePoolGeometrySpec) -> skeleton.PassOutcome:
     name = obj["metadata"]["name"]
+    last = pilot.recorded(obj.get("status"))
+    spec = pilot.effective(git, last)  # Git's layouts, or those the autopilot chose
     where = agent_configs.locate(ctx, spec)
     with ThreadPoolExecutor(4) as pool:  # four independent reads: wait for the slowest only
         listed = pool.submit(list_nodes, ctx)
@@ -86,10 +95,15 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.PassO
         owners = {owner_id(n) for n in [name, *others.result()]}
         plan, applied, tainted = _roll(ctx, obj, spec, nodes, seen, dra, sharing.result(), owners)
         synced = classes.result()
+    step = autopilot.decide(ctx, obj, git, last, seen)
     verdict = landed(_verdict(name, spec, seen, plan), applied)
     if tainted is not None:
         verdict = tainted.report(verdict)
     status = _status(obj, plan, seen.targets)
+    if step.status is not None:
+        status["autopilot"] = step.status.model_dump(by_alias=True)
+    if step.condition is not None:
+        verdict = dataclasses.replace(verdict, extra=(*verdict.extra, step.condition))
     dra_classes.report(synced, dra_classes.declarer(KIND, name), on_dra=dra is not None)
     if dra is not None:  # the slices listed once, by observe
         verdict, status["deviceClasses"] = dra_classes.pool_part(
@@ -98,7 +112,8 @@ def _steps(ctx: Context, obj: Obj, spec: NodePoolGeometrySpec) -> skeleton.PassO
     else:
         verdict = synced.verdict(dra_classes.declarer(KIND, name)) or verdict
     metrics.export_rollout(KIND, name, plan)
-    result = Result(plan.requeue_after, starved=bool(plan.short_of_room))
+    again = [t for t in (plan.requeue_after, step.requeue_after) if t is not None]
+    result = Result(min(again, default=None), starved=bool(plan.short_of_room))
     if verdict.reason == dra_classes.WAITING_FOR_DRIVER:  # no watch wakes it on a slice: look
         soon = min(plan.requeue_after or ctx.settings.resync_seconds, ctx.settings.resync_seconds)
         result = Result(soon, starved=result.starved)
@@ -203,7 +218,7 @@ def _inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
     """What a pass reads besides the Nodes (``skipping``): the pool as written (status too,
     should a hand clear it), every pool's and policy's spec, the device-plugin and agent
     ConfigMaps (mig-parted's, the vNPU agent's, the vGPU Device Manager's), the DeviceClasses (and a DRA pool's ResourceSlices, by which it also verifies:
-    ``dra_classes.inputs``)."""
+    ``dra_classes.inputs``), and with the autopilot on the pods no node holds yet."""
     dra = (obj.get("spec") or {}).get("allocation") == "DRA"
     return (
         obj["metadata"].get("resourceVersion"),
@@ -214,6 +229,7 @@ def _inputs(ctx: Context, obj: Obj) -> tuple[Hashable, ...]:
         skipping.configmap(ctx.kube, ctx.settings.mig_configmap),
         skipping.configmap(ctx.kube, ctx.settings.vnpu_configmap),
         skipping.configmap(ctx.kube, ctx.settings.vgpu_configmap),
+        autopilot.inputs(ctx, obj),
     )
 
 

@@ -55,6 +55,11 @@ QUOTA = Gauge(
     "Tenant quota figures per resource (used, hard, total).",
     ["tenant", "resource", "figure"],
 )
+AUTOPILOT_DECISIONS = Counter(
+    "tessera_autopilot_decisions_total",
+    "Decisions of a pool's autopilot, by the profile served (or pending) and the outcome.",
+    ["pool", "profile", "outcome"],
+)
 WRITER_LEASE = Gauge(
     "tessera_writer_lease_held",
     "1 while this replica holds the writer Lease (under peering), else 0.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from tessera.domain.autopilot import demand
+from tessera.domain.autopilot import choice, demand
 from tessera.domain.autopilot.bounds import Bounds
 
 H100 = "H100-80GB"
@@ -46,3 +46,15 @@ def want(profile: str, pods: int, minutes: float) -> demand.Pending:
 def bounds(**over: object) -> Bounds:
     base = Bounds(pend_threshold=timedelta(minutes=5), per_gpu_per_day=1)
     return replace(base, **over)  # type: ignore[arg-type]
+
+
+def applied(gpus: list[demand.Gpu], decision: choice.Decision) -> list[demand.Gpu]:
+    """The GPUs once ``decision`` rolled out: each changed one at its new layout, counted as
+    changed once today; its pods (none: it was idle) and the others as they were."""
+    changed = {c.gpu.name: c.layout for c in decision.changes}
+    return [
+        replace(g, layout=changed[g.name], reconfigured_today=g.reconfigured_today + 1)
+        if g.name in changed
+        else g
+        for g in gpus
+    ]

@@ -7,7 +7,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from autopilot_builders import bounds, gpu, want
+from autopilot_builders import applied, bounds, gpu, want
 
 from tessera.domain.autopilot import choice, demand
 from tessera.domain.geometry import catalog, placement
@@ -134,19 +134,7 @@ def test_applying_a_decision_then_deciding_again_changes_nothing() -> None:
     wants = [want("1g.10gb", 9, 10), want("3g.40gb", 1, 10)]
     first = choice.decide(gpus, wants, bounds())
     assert first.changes
-    changed = {c.gpu.name: c.layout for c in first.changes}
-    after = [
-        demand.Gpu(
-            g.node,
-            g.index,
-            g.model,
-            changed.get(g.name, g.layout),
-            (),
-            1 if g.name in changed else 0,
-        )
-        for g in gpus
-    ]
-    again = choice.decide(after, wants, bounds())
+    again = choice.decide(applied(gpus, first), wants, bounds())
     assert again.changes == ()
     assert "already serve them" in again.reason
 
@@ -262,19 +250,7 @@ def test_a_pod_of_whole_gpus_gets_them_on_one_node() -> None:
 def test_a_pod_of_whole_gpus_once_served_asks_for_nothing() -> None:
     gpus = _node_b_half_split()
     first = choice.decide(gpus, [_eight()], bounds())
-    changed = {c.gpu.name: c.layout for c in first.changes}
-    after = [
-        demand.Gpu(
-            g.node,
-            g.index,
-            g.model,
-            changed.get(g.name, g.layout),
-            g.used,
-            1 if g.name in changed else 0,
-        )
-        for g in gpus
-    ]
-    again = choice.decide(after, [_eight()], bounds())
+    again = choice.decide(applied(gpus, first), [_eight()], bounds())
     assert again.changes == ()
     assert "b holds it already" in again.reason
 

@@ -135,6 +135,19 @@ def test_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixtur
         pytest.param(
             ["suggest", "h100", "--kubeconfig", "/nonexistent/kubeconfig"], id="no-cluster"
         ),
+        pytest.param(["suggest", "--from-status"], id="from-status-without-pool"),
+        pytest.param(
+            ["suggest", "--from-status", "-f", str(DATA / "h100-pending-1g.yaml")],
+            id="from-status-with-a-file",
+        ),
+        pytest.param(
+            ["suggest", "h100", "--from-status", "--pend-threshold", "1m"],
+            id="from-status-with-a-threshold",
+        ),
+        pytest.param(
+            ["suggest", "h100", "--from-status", "--kubeconfig", "/nonexistent/kubeconfig"],
+            id="from-status-no-cluster",
+        ),
     ],
 )
 def test_usage_and_an_unreadable_cluster_exit_1_never_0(

@@ -89,3 +89,11 @@ def test_the_api_servers_profile_names_are_the_catalogs() -> None:
     union = {name for model in catalog.models() for name in model.profile_names}
     assert set(mig_profiles.KNOWN) == union
     assert len(mig_profiles.KNOWN) == len(union)
+
+
+def test_the_api_servers_profiles_per_model_are_the_catalogs() -> None:
+    """``spec.autopilot.profiles`` refuses a profile its model cannot host from
+    ``mig_profiles.BY_MODEL``: each catalog model's profiles by its id, in catalog order."""
+    from tessera.api.v1alpha1 import mig_profiles
+
+    assert {m.id: m.profile_names for m in catalog.models()} == mig_profiles.BY_MODEL

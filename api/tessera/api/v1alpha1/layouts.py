@@ -40,11 +40,6 @@ Devices = Annotated[
 ]
 
 
-# Membership only (the pattern's rule names malformed keys); a messageExpression listing the
-# unknown keys costs the API server's CEL estimator over 100x its budget.
-_KNOWN_RULE = "self.all(k, k in [" + ", ".join(f"'{n}'" for n in mig_profiles.KNOWN) + "])"
-
-
 class MigLayout(ApiModel):
     devices: Devices = Field(
         default="all",
@@ -59,7 +54,7 @@ class MigLayout(ApiModel):
             **keys_matching(
                 MIG_PROFILE_PATTERN, "MIG profile names look like 1g.10gb, 3g.40gb or 1g.10gb+me", 8
             ),
-            **validations(cel(_KNOWN_RULE, mig_profiles.UNKNOWN)),
+            **validations(cel(mig_profiles.KNOWN_RULE, mig_profiles.UNKNOWN)),
         },
     )
 

@@ -26,3 +26,21 @@ UNKNOWN = (
     "(tessera geometry models lists each model's)"
 )
 """The CRD's message; ``tessera plan`` adds the names, each with the nearest known one."""
+
+# Membership only (the pattern's rule names malformed keys); a messageExpression listing the
+# unknown keys costs the API server's CEL estimator over 100x its budget.
+KNOWN_RULE = "self.all(k, k in [" + ", ".join(f"'{n}'" for n in KNOWN) + "])"
+
+BY_MODEL: dict[str, tuple[str, ...]] = {
+    "A30-24GB": ("1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb",),
+    "A100-40GB": ("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb",),
+    "A100-80GB": ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",),
+    "H100-80GB": ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",),
+    "H100-94GB": ("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb",),
+    "H200-141GB": ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb",),
+    "GH200-96GB": ("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb",),
+    "GH200-144GB": ("1g.18gb", "1g.18gb+me", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb",),
+    "B200-180GB": ("1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb",),
+    "RTXPRO6000-96GB": ("1g.24gb", "1g.24gb+me", "1g.24gb+gfx", "1g.24gb+me.all", "1g.24gb-me", "2g.48gb", "2g.48gb+gfx", "2g.48gb+me.all", "2g.48gb-me", "4g.96gb", "4g.96gb+gfx",),
+}  # fmt: skip
+"""Each catalog model's profiles by its id: what ``spec.autopilot.profiles`` may name under it."""

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from tessera.api.v1alpha1 import vgpu as vgpu_rules
+from tessera.api.v1alpha1.autopilot import AUTOPILOT_RULE, AutopilotSpec, AutopilotStatus
 from tessera.api.v1alpha1.common import (
     ApiModel,
     Condition,
@@ -116,6 +117,7 @@ class NodePoolGeometrySpec(ApiModel):
                 "device by profile",
                 ".migStrategy",
             ),
+            AUTOPILOT_RULE,
         )
     )
 
@@ -155,6 +157,12 @@ class NodePoolGeometrySpec(ApiModel):
     rollout: RolloutSpec = Field(
         default_factory=RolloutSpec, description="How a change is rolled out over the pool."
     )
+    autopilot: AutopilotSpec | None = Field(
+        default=None,
+        description="Bounds within which Tessera chooses the pool's MIG layouts from pending "
+        "demand, repartitioning idle GPUs only; the choice is recorded in status.autopilot, "
+        "the spec is never written (docs/autopilot.md).",
+    )
 
 
 class DeviceClassStatus(ApiModel):
@@ -187,6 +195,11 @@ class NodePoolGeometryStatus(ApiModel):
         default_factory=list,
         max_length=64,
         description="For allocation DRA: the DeviceClasses this pool's geometry provides.",
+    )
+    autopilot: AutopilotStatus | None = Field(
+        default=None,
+        description="With spec.autopilot: the layouts Tessera chose within its bounds, the last "
+        "decision and its reason, and today's reconfigurations per GPU.",
     )
     last_good_layout: str = Field(
         default="", description="Config name of the last layout that rolled out cleanly."

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tessera.api.v1alpha1 import backends, mig_profiles, vgpu
+from tessera.api.v1alpha1 import autopilot, backends, mig_profiles, vgpu
 from tessera.api.v1alpha1 import scheduler as sched
 from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
@@ -92,6 +92,12 @@ def messages() -> frozenset[str]:
         DRA_NOT_ASCEND,
         DRA_MIXED_ONLY,
         DRA_NEEDS_POOL,
+    }
+    fixed |= {
+        autopilot.MIN_ABOVE_MAX,
+        autopilot.UNKNOWN_MODEL,
+        autopilot.CANNOT_HOST,
+        autopilot.MIG_POOLS_ONLY,
     }
     fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
     fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA, PER_DEVICE_IN_CLASS}
@@ -178,6 +184,48 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
             if counts == "types":
                 yield from _vgpu_mixing(f"{block}.layouts.{i}.types", layout.get("types"))
     yield from _rollout(spec)
+    yield from _autopilot(spec)
+
+
+def _autopilot(spec: Spec) -> Iterator[Broken]:
+    auto = spec.get("autopilot")
+    if not isinstance(auto, Mapping):
+        return
+    served = (
+        "mig" in spec
+        and spec.get("allocation", "DevicePlugin") == "DevicePlugin"
+        and spec.get("migStrategy", "mixed") == "mixed"
+    )
+    if not served:
+        yield "autopilot", autopilot.MIG_POOLS_ONLY
+    profiles = auto.get("profiles")
+    if not isinstance(profiles, Mapping):
+        return
+    for model, allowed in profiles.items():
+        if isinstance(allowed, Mapping):
+            where = f"autopilot.profiles.{model}"
+            yield from _keys(where, allowed, *_KEYS["profiles"])
+            if unknown := unknown_profiles(allowed):
+                yield where, unknown
+    table = mig_profiles.BY_MODEL
+    if not all(m in table for m in profiles):
+        yield "autopilot.profiles", autopilot.UNKNOWN_MODEL
+    if any(
+        m in table
+        and isinstance(allowed, Mapping)
+        and any(p not in table[m] and p in mig_profiles.KNOWN for p in allowed)
+        for m, allowed in profiles.items()
+    ):
+        yield "autopilot.profiles", autopilot.CANNOT_HOST
+    for model, allowed in profiles.items():
+        for name, bounds in (allowed if isinstance(allowed, Mapping) else {}).items():
+            if (
+                isinstance(bounds, Mapping)
+                and isinstance(bounds.get("max"), int)
+                and isinstance(bounds.get("min"), int)
+                and bounds["min"] > bounds["max"]
+            ):
+                yield f"autopilot.profiles.{model}.{name}", autopilot.MIN_ABOVE_MAX
 
 
 def _vgpu_mixing(where: str, types: Any) -> Iterator[Broken]:

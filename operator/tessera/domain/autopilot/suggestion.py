@@ -119,12 +119,16 @@ def assemble(
     used: Mapping[tuple[str, int], Mapping[str, int]],
     pods: tuple[demand.Pending, ...],
     bounds: Bounds,
+    today: Mapping[int, int] | None = None,
 ) -> Inputs:
     """The decision's inputs from the pool's nodes, its per-index layouts, the instances pods
     hold per (node, GPU index) and what pends: a demand file and the live cluster
-    (``cluster.demand``) both end here, so both paths take one decision."""
+    (``cluster.demand``) both end here, so both paths take one decision. ``today``: per GPU
+    index, the layout changes the autopilot already chose today (its daily limit)."""
+    changed = today or {}
     gpus = tuple(
-        demand.Gpu(pool, i, model.id, current[i], _union(used, i)) for i in range(len(current))
+        demand.Gpu(pool, i, model.id, current[i], _union(used, i), changed.get(i, 0))
+        for i in range(len(current))
     )
     n = len(names)
     wants = tuple(demand.Pending(w.profile, math.ceil(w.pods / n), w.pended) for w in pods)

@@ -62,8 +62,11 @@ def observe(
     pods: Sequence[Raw],
     now: datetime,
     bounds: Bounds,
+    today: Mapping[int, int] | None = None,
 ) -> Observed:
-    """The decision's inputs for ``pool`` from its observation and every pod of the cluster."""
+    """The decision's inputs for ``pool`` from its observation and every pod of the cluster
+    (or those that pend and those on its nodes); ``today``: per GPU index, the changes the
+    autopilot chose today."""
     where = f"NodePoolGeometry/{pool}"
     if spec.mig is None or spec.allocation != "DevicePlugin":
         raise LiveError(f"{where}: suggest reads MIG pools on the device plugin only")
@@ -76,7 +79,7 @@ def observe(
     if not names:
         raise LiveError(f"{where}: selects no node, so no GPU can serve a pending pod")
     members = {v.name: v for v in seen.involved if v.name in seen.targets}
-    model, count = _model(where, [(n, members[n].labels) for n in names])
+    model, count = model_of(where, [(n, members[n].labels) for n in names])
     current = layouts.per_device([(lay.devices, lay.profiles) for lay in spec.mig.layouts], count)
     views = [pod_view(p) for p in pods]
     on_node: dict[str, list[PodView]] = {}
@@ -95,7 +98,7 @@ def observe(
     waiting: dict[str, list[str]] = {}
     wants: list[demand.Pending] = []
     for raw, view in zip(pods, views, strict=True):
-        marked, since = _unschedulable(raw)
+        marked, since = unschedulable(raw)
         if view.node or view.phase != "Pending" or not marked:
             continue
         asked = {r: n for r, n in view.requests.items() if r.startswith(MIG_PREFIX)}
@@ -115,7 +118,9 @@ def observe(
                 )
             wants.append(demand.Pending(profile, n, max(now - since, timedelta(0))))
             waiting.setdefault(profile, []).append(view.ref)
-    inputs = suggestion.assemble(pool, model, names, current, used, _grouped(wants, bounds), bounds)
+    inputs = suggestion.assemble(
+        pool, model, names, current, used, _grouped(wants, bounds), bounds, today
+    )
     return Observed(
         inputs, tuple(unknown), {p: tuple(sorted(refs)) for p, refs in sorted(waiting.items())}
     )
@@ -148,7 +153,7 @@ def lines(observed: Observed) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _model(
+def model_of(
     where: str, nodes: Sequence[tuple[str, Mapping[str, str]]]
 ) -> tuple[catalog.GpuModel, int]:
     """The one GPU model and GPU count of the members: a patch sets every node's indexes."""
@@ -221,7 +226,7 @@ def _satisfies(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def _unschedulable(pod: Raw) -> tuple[bool, datetime | None]:
+def unschedulable(pod: Raw) -> tuple[bool, datetime | None]:
     """Whether kube-scheduler marked the pod unschedulable, and since when (None: no readable
     time). Not marked: not tried yet, or waiting for another reason (a gate, a claim)."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
