@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tessera.api.v1alpha1 import backends, mig_profiles, vgpu
+from tessera.api.v1alpha1 import ascend_support, backends, mig_profiles, vgpu
 from tessera.api.v1alpha1 import scheduler as sched
 from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
@@ -167,6 +167,9 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
         yield "allocation", vgpu.VGPU_NOT_DRA
     if "vgpu" in spec and ((spec.get("rollout") or {}).get("drain") or {}).get("force") is True:
         yield "rollout.drain.force", vgpu.VGPU_NO_FORCE
+    row = ascend_support.row((spec.get("vnpu") or {}).get("chip"))
+    if row is not None and not row.supports("DriverTemplates"):
+        yield "vnpu", ascend_support.refusal(row.chip, "DriverTemplates")
     for block, counts in (("mig", "profiles"), ("vnpu", "templates"), ("vgpu", "types")):
         layouts = (spec.get(block) or {}).get("layouts") or []
         if sum(1 for lay in layouts if lay.get("devices", "all") == "all") > 1:
@@ -218,6 +221,11 @@ def _sharing(spec: Spec) -> Iterator[Broken]:
         and ascend["softSlicing"] != (ascend["mode"] == "HAMiCore")
     ):
         yield "ascend.softSlicing", ASCEND_MODE_AND_SOFT_SLICING
+    if isinstance(ascend, Mapping) and (row := ascend_support.row(ascend.get("chip"))):
+        mode = ascend.get("mode") or ("HAMiCore" if ascend.get("softSlicing") else "Templates")
+        path = ascend_support.path_of_mode(mode)
+        if path is not None and not row.supports(path):
+            yield "ascend", ascend_support.refusal(row.chip, path)
     yield from _scheduler(spec)
     yield from _rollout(spec)
 

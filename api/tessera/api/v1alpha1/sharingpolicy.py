@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
+from tessera.api.v1alpha1 import ascend_support
 from tessera.api.v1alpha1 import scheduler as scheduler_rules
 from tessera.api.v1alpha1.backends import (
     ASCEND_MODES,
@@ -23,6 +24,7 @@ from tessera.api.v1alpha1.common import (
     LabelSelector,
     RolloutSpec,
     cel,
+    message_expression,
     validations,
 )
 from tessera.api.v1alpha1.scheduler import SchedulerSpec, SchedulerStatus
@@ -112,7 +114,8 @@ class AscendSharing(ApiModel):
                 "self.softSlicing == (self.mode == 'HAMiCore')",
                 ASCEND_MODE_AND_SOFT_SLICING,
                 ".softSlicing",
-            )
+            ),
+            message_expression(ascend_support.cel_mode_rule(), ascend_support.cel_mode_message()),
         )
     )
 
@@ -125,6 +128,12 @@ class AscendSharing(ApiModel):
     soft_slicing: bool | None = Field(
         default=None,
         description="Deprecated spelling of mode: true is HAMiCore, false or absent Templates.",
+    )
+    chip: ascend_support.ChipName | None = Field(
+        default=None,
+        description="The Ascend chip of the nodes governed, when known: the API server refuses "
+        "a mode the chip does not support (the support matrix, docs/facts/ascend.md). Absent: "
+        "the operator checks each node's node.kubernetes.io/npu.chip.name label instead.",
     )
     v_device_count: int = Field(
         default=4, ge=1, le=128, description="Virtual devices per NPU under soft slicing."
