@@ -397,6 +397,14 @@ CASES: dict[str, dict[str, list[Case]]] = {
             ok("ascend-hami", {"spec.ascend": {"softSlicing": None, "mode": "Templates"}}),
         ],
     },
+    "spec.ascend.mode MindCluster is Volcano's deviceshare plugin": {
+        f"{SP} spec": [
+            no("ascend-hami", {"spec.ascend": {"mode": "MindCluster"}}),
+            no("ascend-hami", {"spec.ascend": {"mode": "MindCluster"}, "spec.scheduler": {"name": "HAMi"}}),
+            ok("ascend-hami", {"spec.ascend": {"mode": "MindCluster"}, "spec.scheduler": {"name": "Volcano", "volcano": {}}}),
+            ok("ascend-hami", {"spec.ascend": {"mode": "Templates"}}),
+        ],
+    },
     # the Ascend support matrix (ascend_support), both rules
     ") does not support ": {
         f"{SP} spec.ascend": [

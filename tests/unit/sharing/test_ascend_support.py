@@ -12,7 +12,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 import pytest
-from sharing_builders import npu_node, policy
+from sharing_builders import POOL, npu_node, policy
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1 import ascend_support as m
@@ -22,7 +22,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.api.v1alpha1.sharingpolicy import AscendSharing
 from tessera.domain.cluster import pools
 from tessera.domain.geometry import ascend
-from tessera.domain.sharing import ascend_rules, planning
+from tessera.domain.sharing import ascend_rules, nodes, planning, status
 
 Y, N = True, False
 # chip: driver templates, vCANN-RT, HAMi templates, HAMi-core, Volcano MindCluster
@@ -78,6 +78,7 @@ def test_tessera_plan_refuses_the_mode_the_chip_does_not_support(
 ) -> None:
     spec = {"nodeSelector": {}, "backend": "Exclusive", "ascend": {"chip": chip}}
     spec["ascend"]["mode"] = MODES[path]
+    spec["scheduler"] = {"name": "Volcano", "volcano": {}}
     found = rules.first_broken("SharingPolicy", spec)
     if supported:
         assert found is None
@@ -109,7 +110,7 @@ def test_tessera_plan_refuses_driver_templates_on_a_chip_without_them(chip: str)
 def test_a_node_whose_chip_label_does_not_support_the_mode_is_held_and_named(
     chip: str, path: m.Path, supported: bool
 ) -> None:
-    node = npu_node("npu-0", labels={c.NPU_CHIP_NAME_LABEL: chip})
+    node = npu_node("npu-0", labels={c.NPU_CHIP_NAME_LABEL: chip, "ascend": "off"})
     ascend_spec = AscendSharing.model_construct(mode=MODES[path])
     errors = ascend_rules.check(ascend_spec, node)
     if supported:
@@ -177,3 +178,56 @@ def test_the_docs_table_is_generated_and_fresh() -> None:
     assert m.render(text) == text, "docs/facts/ascend.md is stale: run `make docs`"
     for row in m.MATRIX.values():
         assert f"| {row.chip} | {row.products} |" in text
+
+
+# -- MindCluster on the node: HAMi's plugin there is a Conflict, preset vNPUs hold it
+
+
+def _mindcluster(**spec: Any) -> Any:
+    return policy(
+        "mc",
+        "Exclusive",
+        ascend={"mode": "MindCluster"},
+        scheduler={"name": "Volcano", "volcano": {}},
+        **spec,
+    )
+
+
+def test_mindcluster_on_a_node_where_hamis_plugin_runs_is_a_conflict() -> None:
+    node = npu_node("npu-0")  # the builder's node carries ascend=on: HAMi's plugin runs there
+    plan = planning.plan([_mindcluster()], planning.SharingObserved(nodes=(node,)))
+    (error,) = plan.results["mc"].node_errors
+    assert error.reason == "Conflict" and "ascend=on" in error.rule
+    assert "MindCluster and HAMi mode on the same node" in error.rule
+    verdict = status.summarize(plan, "mc", (node,)).verdict
+    assert (verdict.state, verdict.reason) == ("stalled", "Conflict")
+
+
+def test_mindcluster_on_a_node_with_preset_vnpus_is_held_naming_them() -> None:
+    node = nodes.from_node(
+        "npu-1",
+        {POOL: "a", c.NPU_CHIP_NAME_LABEL: "310P3"},
+        npus=2,
+        npu_resource="huawei.com/Ascend310P",
+        allocatable={"huawei.com/Ascend310P-2c": 4, "huawei.com/Ascend310P": 0},
+    )
+    assert _mindcluster().spec.ascend is not None
+    (error,) = ascend_rules.check(_mindcluster().spec.ascend, node)  # type: ignore[arg-type]
+    assert "preset vNPUs (huawei.com/Ascend310P-2c: 4)" in error.rule and error.reason == ""
+    whole = nodes.from_node(
+        "npu-2",
+        {POOL: "a", c.NPU_CHIP_NAME_LABEL: "310P3"},
+        npus=2,
+        npu_resource="huawei.com/Ascend310P",
+        allocatable={"huawei.com/Ascend310P": 2},
+    )
+    assert ascend_rules.check(_mindcluster().spec.ascend, whole) == ()  # type: ignore[arg-type]
+
+
+def test_mindcluster_writes_no_hami_node_config() -> None:
+    node = nodes.from_node(
+        "npu-3", {POOL: "a", c.NPU_CHIP_NAME_LABEL: "310P3"}, npus=2, npu_resource="x"
+    )
+    plan = planning.plan([_mindcluster()], planning.SharingObserved(nodes=(node,)))
+    assert plan.results["mc"].node_errors == ()
+    assert plan.results["mc"].ascend_fields is None and plan.hami_ascend.converged

@@ -122,8 +122,9 @@ class AscendSharing(ApiModel):
     mode: ServedAscendMode | None = Field(
         default=None,
         description="How matching Ascend nodes are shared: Templates (the driver's vir* "
-        "templates, allocated whole) or HAMiCore (HAMi hami-vnpu-core soft slicing). "
-        "Absent: from softSlicing.",
+        "templates, allocated whole by HAMi), HAMiCore (HAMi hami-vnpu-core soft slicing) or "
+        "MindCluster (Volcano's MindCluster dynamic vNPU: Huawei's device plugin creates a vNPU "
+        "per pod; 310P only, scheduler Volcano). Absent: from softSlicing.",
     )
     soft_slicing: bool | None = Field(
         default=None,
@@ -150,6 +151,11 @@ class AscendSharing(ApiModel):
     def soft(self) -> bool:
         """HAMi's ``hamiVnpuCore``: the mode slices an NPU below its templates."""
         return ASCEND_MODES[self.effective_mode].soft
+
+    @property
+    def hami(self) -> bool:
+        """HAMi's Ascend device plugin serves the mode (its node config, ``hamiVnpuCore``)."""
+        return ASCEND_MODES[self.effective_mode].hami
 
 
 class NodeSummary(ApiModel):
@@ -266,6 +272,12 @@ class SharingPolicySpec(ApiModel):
                 "!has(self.scheduler) || !has(self.dra)",
                 scheduler_rules.NOT_DRA,
                 ".scheduler",
+            ),
+            cel(
+                "!has(self.ascend) || !has(self.ascend.mode) || self.ascend.mode != 'MindCluster' "
+                "|| (has(self.scheduler) && self.scheduler.name == 'Volcano')",
+                scheduler_rules.MINDCLUSTER_VOLCANO,
+                ".ascend.mode",
             ),
         )
     )

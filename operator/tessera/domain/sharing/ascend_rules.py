@@ -13,6 +13,7 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1 import ascend_support
 from tessera.api.v1alpha1.sharingpolicy import AscendSharing
 from tessera.domain.base.rules import RuleError
+from tessera.domain.geometry.ascend import chips
 from tessera.domain.sharing.nodes import NodeFacts
 
 
@@ -31,4 +32,50 @@ def check(ascend: AscendSharing, node: NodeFacts) -> tuple[RuleError, ...]:
         return (RuleError("spec.ascend.chip", rule, node.name),)
     path = ascend_support.PATH_OF_MODE[ascend.effective_mode]
     refused = ascend_support.check(label, path)
-    return (RuleError("spec.ascend.mode", refused, node.name),) if refused else ()
+    if refused:
+        return (RuleError("spec.ascend.mode", refused, node.name),)
+    if ascend.effective_mode == "MindCluster":
+        return _mindcluster(node)
+    return ()
+
+
+def _mindcluster(node: NodeFacts) -> tuple[RuleError, ...]:
+    """A MindCluster node runs Huawei's device plugin creating a vNPU per pod: HAMi's Ascend
+    plugin on the same node is a second plugin for the same NPUs (a Conflict), and preset vNPUs
+    (driver templates a NodePoolGeometry split) cannot coexist with dynamic ones
+    (docs/facts/ascend.md §MindCluster dynamic vNPU)."""
+    out = []
+    hami = node.labels.get(c.HAMI_ASCEND_NODE_LABEL) == c.HAMI_ASCEND_NODE_VALUE
+    registered = [
+        k for k in node.annotations if k.startswith(c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX)
+    ]
+    if hami or registered:
+        why = (
+            f"label {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE}"
+            if hami
+            else f"annotation {registered[0]}"
+        )
+        rule = (
+            f"MindCluster and HAMi mode on the same node: HAMi's Ascend device plugin runs here "
+            f"({why}); MindCluster needs Huawei's device plugin alone (-volcanoType=true "
+            f"-presetVirtualDevice=false): remove {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE} "
+            "or govern the node by a HAMi-mode policy"
+        )
+        out.append(RuleError("spec.ascend.mode", rule, node.name, reason="Conflict"))
+    preset = sorted((k, n) for k, n in node.allocatable.items() if _static_vnpu(k) and n)
+    if preset:
+        shown = ", ".join(f"{k}: {n}" for k, n in preset)
+        rule = (
+            f"the node advertises preset vNPUs ({shown}); MindCluster creates a vNPU per pod and "
+            "static and dynamic vNPUs cannot coexist: roll its NodePoolGeometry to whole NPUs "
+            "(templates: {}) first"
+        )
+        out.append(RuleError("spec.ascend.mode", rule, node.name))
+    return tuple(out)
+
+
+def _static_vnpu(resource: str) -> bool:
+    """A static vNPU type (``huawei.com/Ascend310P-2c``): the device plugin advertises one per
+    preset vNPU (docs/facts/ascend.md §Resource names)."""
+    name = resource.removeprefix("huawei.com/")
+    return name != resource and any(t.resource == name for ch in chips() for t in ch.templates)

@@ -58,7 +58,9 @@ def _result_of(policy: Policy, mps_root: str) -> PolicyResult:
             f"NodePoolGeometry {pool})",
         )
         return PolicyResult(policy.name, spec.backend, errors=(why,))
-    ascend = hami.ascend_fields(spec.ascend) if spec.ascend is not None else None
+    ascend = (
+        hami.ascend_fields(spec.ascend) if spec.ascend is not None and spec.ascend.hami else None
+    )
     if spec.backend == "HAMiCore":
         if spec.hami_core is None:
             missing = RuleError("spec.hamiCore", "must be set when backend is HAMiCore")
