@@ -38,8 +38,10 @@ class Rule:
 
 
 def _literal(expression: str) -> str:
-    """The longest single-quoted literal of a CEL messageExpression (its fixed words)."""
-    return max(re.findall(r"'((?:[^'\\]|\\.)*)'", expression), key=len)
+    """The longest single-quoted literal of a CEL messageExpression (its fixed words), map
+    literals left out: ``{'910A': '...'}[self.chip]`` is a lookup table, its values vary."""
+    fixed = re.sub(r"\{'[^{}]*\}", "", expression)
+    return max(re.findall(r"'((?:[^'\\]|\\.)*)'", fixed), key=len)
 
 
 def _walk(node: Any, at: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -441,6 +443,31 @@ CASES: dict[str, dict[str, list[Case]]] = {
             ok("ascend-hami", {"spec.ascend": {"softSlicing": True, "mode": "HAMiCore"}}),
             ok("ascend-hami", {"spec.ascend": {"mode": "HAMiCore"}}),
             ok("ascend-hami", {"spec.ascend": {"softSlicing": None, "mode": "Templates"}}),
+        ],
+    },
+    "spec.ascend.mode MindCluster is Volcano's deviceshare plugin": {
+        f"{SP} spec": [
+            no("ascend-hami", {"spec.ascend": {"mode": "MindCluster"}}),
+            no("ascend-hami", {"spec.ascend": {"mode": "MindCluster"}, "spec.scheduler": {"name": "HAMi"}}),
+            ok("ascend-hami", {"spec.ascend": {"mode": "MindCluster"}, "spec.scheduler": {"name": "Volcano", "volcano": {}}}),
+            ok("ascend-hami", {"spec.ascend": {"mode": "Templates"}}),
+        ],
+    },
+    # the Ascend support matrix (ascend_support), both rules
+    ") does not support ": {
+        f"{SP} spec.ascend": [
+            no("ascend-hami", {"spec.ascend.chip": "910A"}),  # softSlicing: HAMi-core
+            no("ascend-hami", {"spec.ascend": {"chip": "910C", "mode": "HAMiCore"}}),
+            no("ascend-hami", {"spec.ascend": {"chip": "910B2", "softSlicing": True}}),
+            ok("ascend-hami", {"spec.ascend.chip": "310P3"}),
+            ok("ascend-hami", {"spec.ascend": {"chip": "910A", "softSlicing": False}}),
+            ok("ascend-hami", {"spec.ascend": {"chip": "910B4", "mode": "HAMiCore"}}),
+        ],
+        f"{NPG} spec.vnpu": [
+            no("ascend-310p", {"spec.vnpu.chip": "910A"}),
+            no("ascend-310p", {"spec.vnpu.chip": "910C"}),
+            ok("ascend-310p", {"spec.vnpu.chip": "310P3"}),
+            ok("ascend-310p", {"spec.vnpu.chip": "910B4"}),
         ],
     },
     "spec.scheduler and spec.dra are exclusive": {

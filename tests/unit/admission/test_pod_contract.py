@@ -175,3 +175,19 @@ def test_a_long_name_keeps_a_hash_within_the_limit() -> None:
 )
 def test_messages_are_cel_string_literals(text: str, literal: str) -> None:
     assert cel.lit(text) == literal
+
+
+def test_a_mindcluster_policy_guards_npu_core_with_its_labels_and_counts() -> None:
+    mc = spec(ascend={"mode": "MindCluster"}, scheduler=VOLCANO)
+    found = admission.contract_of("mc", mc, ["310P3"])
+    assert found is not None and found.mindcluster and found.ascend is None
+    assert found.resources == ("huawei.com/npu-core",)
+    checks = cel.validations(found)
+    texts = [v["messageExpression"] for v in checks]
+    assert any("label ring-controller.atlas is " in t and "ascend-310P" in t for t in texts)
+    assert any("need label vnpu-level: low or high" in t for t in texts)
+    assert any("label vnpu-dvpp must be yes, no, null or unset" in t for t in texts)
+    assert any("takes 1, 2, 4 or a multiple of 8" in t for t in texts)
+    assert not any("runtimeClassName" in t or "hami-core" in t for t in texts)
+    assert "huawei.com/npu-core" in cel.match_condition(found)["expression"]
+    assert "label vnpu-level: low or high" in cel.summary(found)

@@ -66,7 +66,7 @@ AscendMode = Literal["Templates", "HAMiCore", "MindCluster", "VCannRT"]
 """How a SharingPolicy shares matching Ascend NPUs (``spec.ascend.mode``); ``ASCEND_MODES``
 its rows."""
 
-ServedAscendMode = Literal["Templates", "HAMiCore"]
+ServedAscendMode = Literal["Templates", "HAMiCore", "MindCluster"]
 """The modes Tessera reconciles: the CRD's enum (a mode not served yet is refused there)."""
 
 
@@ -75,6 +75,7 @@ class AscendModeRow:
     served: bool  # Tessera reconciles it (then it is in ServedAscendMode)
     soft: bool  # HAMi's hamiVnpuCore: HAMi-core slices an NPU below its templates
     says: str
+    hami: bool = True  # HAMi's device plugin serves it (its node config, hamiVnpuCore)
 
 
 ASCEND_MODES: Mapping[AscendMode, AscendModeRow] = {
@@ -82,8 +83,9 @@ ASCEND_MODES: Mapping[AscendMode, AscendModeRow] = {
     "Templates": AscendModeRow(True, False, "vir* templates"),
     # HAMi's hami-vnpu-core soft slicing: the old spec.ascend.softSlicing: true.
     "HAMiCore": AscendModeRow(True, True, "HAMi-core soft slicing"),
-    # Volcano's MindCluster dynamic vNPU on the 310P family (issue 31): not served yet.
-    "MindCluster": AscendModeRow(False, False, "Volcano MindCluster dynamic vNPU"),
+    # Volcano's MindCluster dynamic vNPU on the 310P family: Huawei's device plugin creates
+    # vNPUs per pod (presetVirtualDevice false), Volcano's deviceshare picks the template.
+    "MindCluster": AscendModeRow(True, False, "Volcano MindCluster dynamic vNPU", hami=False),
     # Huawei's vCANN-RT soft slicing on Atlas 300I A2 / 800I A2 (issue 31): not served yet.
-    "VCannRT": AscendModeRow(False, False, "vCANN-RT soft slicing"),
+    "VCannRT": AscendModeRow(False, False, "vCANN-RT soft slicing", hami=False),
 }

@@ -12,8 +12,8 @@ from typing import Annotated, Protocol
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from tessera.api.v1alpha1 import ascend_support, mig_profiles
 from tessera.api.v1alpha1 import devices as grammar
-from tessera.api.v1alpha1 import mig_profiles
 from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
     VNPU_TEMPLATE_PATTERN,
@@ -81,7 +81,7 @@ class HasDevices(Protocol):
     def devices(self) -> int | str: ...
 
 
-LAYOUTS_RULES = validations(
+LIST_RULES = (
     cel(
         "self.layouts.filter(l, !has(l.devices) || "
         "(type(l.devices) == string && l.devices == 'all')).size() <= 1",
@@ -90,6 +90,7 @@ LAYOUTS_RULES = validations(
     ),
     cel(grammar.LAYOUTS_RULE, grammar.LAYOUTS_MESSAGE, ".layouts"),
 )
+LAYOUTS_RULES = validations(*LIST_RULES)
 
 
 def no_index_twice(layouts: Sequence[HasDevices]) -> None:
@@ -115,7 +116,19 @@ class MigGeometry(ApiModel):
 
 
 class VnpuGeometry(ApiModel):
-    model_config = ConfigDict(json_schema_extra=LAYOUTS_RULES)
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            *LIST_RULES,
+            message_expression(ascend_support.cel_vnpu_rule(), ascend_support.cel_vnpu_message()),
+        )
+    )
+
+    chip: ascend_support.ChipName | None = Field(
+        default=None,
+        description="The Ascend chip of the pool's nodes, when known: the API server refuses a "
+        "chip without driver vNPU templates (the support matrix, docs/facts/ascend.md). Absent "
+        "or not: the operator checks each node's node.kubernetes.io/npu.chip.name label.",
+    )
 
     layouts: list[VnpuLayout] = Field(
         min_length=1,

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tessera.api.v1alpha1 import autopilot, backends, mig_profiles, vgpu
+from tessera.api.v1alpha1 import ascend_support, autopilot, backends, mig_profiles, vgpu
 from tessera.api.v1alpha1 import scheduler as sched
 from tessera.api.v1alpha1.common import (
     MIG_PROFILE_PATTERN,
@@ -101,6 +101,7 @@ def messages() -> frozenset[str]:
     }
     fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
     fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA, PER_DEVICE_IN_CLASS}
+    fixed |= {sched.MINDCLUSTER_VOLCANO}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
     blocks |= {no_dra_message(backend) for backend in backends.not_dra()}
     blocks |= {ASCEND_MODE_AND_SOFT_SLICING}
@@ -173,6 +174,9 @@ def _geometry(spec: Spec) -> Iterator[Broken]:
         yield "allocation", vgpu.VGPU_NOT_DRA
     if "vgpu" in spec and ((spec.get("rollout") or {}).get("drain") or {}).get("force") is True:
         yield "rollout.drain.force", vgpu.VGPU_NO_FORCE
+    row = ascend_support.row((spec.get("vnpu") or {}).get("chip"))
+    if row is not None and not row.supports("DriverTemplates"):
+        yield "vnpu", ascend_support.refusal(row.chip, "DriverTemplates")
     for block, counts in (("mig", "profiles"), ("vnpu", "templates"), ("vgpu", "types")):
         layouts = (spec.get(block) or {}).get("layouts") or []
         if sum(1 for lay in layouts if lay.get("devices", "all") == "all") > 1:
@@ -266,7 +270,16 @@ def _sharing(spec: Spec) -> Iterator[Broken]:
         and ascend["softSlicing"] != (ascend["mode"] == "HAMiCore")
     ):
         yield "ascend.softSlicing", ASCEND_MODE_AND_SOFT_SLICING
+    if isinstance(ascend, Mapping) and (row := ascend_support.row(ascend.get("chip"))):
+        mode = ascend.get("mode") or ("HAMiCore" if ascend.get("softSlicing") else "Templates")
+        path = ascend_support.path_of_mode(mode)
+        if path is not None and not row.supports(path):
+            yield "ascend", ascend_support.refusal(row.chip, path)
     yield from _scheduler(spec)
+    if isinstance(ascend, Mapping) and ascend.get("mode") == "MindCluster":
+        scheduler = spec.get("scheduler")
+        if not isinstance(scheduler, Mapping) or scheduler.get("name") != "Volcano":
+            yield "ascend.mode", sched.MINDCLUSTER_VOLCANO
     yield from _rollout(spec)
 
 

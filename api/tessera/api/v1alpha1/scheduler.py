@@ -17,6 +17,10 @@ from tessera.api.v1alpha1.common import ApiModel, cel, validations
 VOLCANO_BLOCK = "spec.scheduler.volcano must be set exactly when scheduler name is Volcano"
 FOR_HAMI = "spec.scheduler is for HAMi slices: backend HAMiCore or spec.ascend"
 NOT_DRA = "spec.scheduler and spec.dra are exclusive: DRA claims are allocated by kube-scheduler"
+MINDCLUSTER_VOLCANO = (
+    "spec.ascend.mode MindCluster is Volcano's deviceshare plugin (AscendMindClusterVNPUEnable): "
+    "set spec.scheduler {name: Volcano, volcano: {}}"
+)
 VERSION_PATTERN = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"
 
 

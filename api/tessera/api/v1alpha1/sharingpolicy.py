@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
+from tessera.api.v1alpha1 import ascend_support
 from tessera.api.v1alpha1 import scheduler as scheduler_rules
 from tessera.api.v1alpha1.backends import (
     ASCEND_MODES,
@@ -23,6 +24,7 @@ from tessera.api.v1alpha1.common import (
     LabelSelector,
     RolloutSpec,
     cel,
+    message_expression,
     validations,
 )
 from tessera.api.v1alpha1.scheduler import SchedulerSpec, SchedulerStatus
@@ -112,19 +114,27 @@ class AscendSharing(ApiModel):
                 "self.softSlicing == (self.mode == 'HAMiCore')",
                 ASCEND_MODE_AND_SOFT_SLICING,
                 ".softSlicing",
-            )
+            ),
+            message_expression(ascend_support.cel_mode_rule(), ascend_support.cel_mode_message()),
         )
     )
 
     mode: ServedAscendMode | None = Field(
         default=None,
         description="How matching Ascend nodes are shared: Templates (the driver's vir* "
-        "templates, allocated whole) or HAMiCore (HAMi hami-vnpu-core soft slicing). "
-        "Absent: from softSlicing.",
+        "templates, allocated whole by HAMi), HAMiCore (HAMi hami-vnpu-core soft slicing) or "
+        "MindCluster (Volcano's MindCluster dynamic vNPU: Huawei's device plugin creates a vNPU "
+        "per pod; 310P only, scheduler Volcano). Absent: from softSlicing.",
     )
     soft_slicing: bool | None = Field(
         default=None,
         description="Deprecated spelling of mode: true is HAMiCore, false or absent Templates.",
+    )
+    chip: ascend_support.ChipName | None = Field(
+        default=None,
+        description="The Ascend chip of the nodes governed, when known: the API server refuses "
+        "a mode the chip does not support (the support matrix, docs/facts/ascend.md). Absent: "
+        "the operator checks each node's node.kubernetes.io/npu.chip.name label instead.",
     )
     v_device_count: int = Field(
         default=4, ge=1, le=128, description="Virtual devices per NPU under soft slicing."
@@ -141,6 +151,11 @@ class AscendSharing(ApiModel):
     def soft(self) -> bool:
         """HAMi's ``hamiVnpuCore``: the mode slices an NPU below its templates."""
         return ASCEND_MODES[self.effective_mode].soft
+
+    @property
+    def hami(self) -> bool:
+        """HAMi's Ascend device plugin serves the mode (its node config, ``hamiVnpuCore``)."""
+        return ASCEND_MODES[self.effective_mode].hami
 
 
 class NodeSummary(ApiModel):
@@ -257,6 +272,12 @@ class SharingPolicySpec(ApiModel):
                 "!has(self.scheduler) || !has(self.dra)",
                 scheduler_rules.NOT_DRA,
                 ".scheduler",
+            ),
+            cel(
+                "!has(self.ascend) || !has(self.ascend.mode) || self.ascend.mode != 'MindCluster' "
+                "|| (has(self.scheduler) && self.scheduler.name == 'Volcano')",
+                scheduler_rules.MINDCLUSTER_VOLCANO,
+                ".ascend.mode",
             ),
         )
     )

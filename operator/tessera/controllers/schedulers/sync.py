@@ -92,7 +92,8 @@ def sync(
         # HAMi's default map is always looked at: a policy that dropped spec.scheduler (or
         # was deleted) leaves fields there that no other policy's ask would release.
         released = (DEFAULT_HAMI_MAP, *_named_maps(gone, "hami"))
-        answered = hami_scheduler.sync(ctx, demands, deployments, released)
+        hami_demands = [d for d in demands if d.uses_hami]
+        answered = hami_scheduler.sync(ctx, hami_demands, deployments, released)
         failures |= answered.failures
         for name, found in answered.outcomes.items():
             parts.setdefault(name, []).append(found)

@@ -165,9 +165,10 @@ def _cm_path(key: ObjectKey) -> str:
 def _hami_entries(ctx: Context, demand: VolcanoDemand) -> tuple[dict[str, Mapping[str, Any]], str]:
     """HAMi's ``vnpus`` chip entries by chip name, from the map the policies name (both
     shapes); the second value names the map when it is absent."""
-    if not demand.policies:
+    hami = [p for p in demand.policies if p.uses_hami]
+    if not hami:  # MindCluster alone: no HAMi chip entries to take
         return {}, ""
-    key = demand.policies[0].hami_config
+    key = hami[0].hami_config
     cm = ctx.kube.get_or_none(_cm_path(key))
     text = ((cm or {}).get("data") or {}).get(c.HAMI_SCHEDULER_CONFIGMAP_KEY)
     if text is None:

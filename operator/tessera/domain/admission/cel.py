@@ -15,6 +15,13 @@ from collections.abc import Callable, Sequence
 from tessera.domain.admission.contract import (
     ASCEND_RUNTIME_CLASS,
     HAMI_CORE,
+    NPU_CORE,
+    RING_CONTROLLER_310P,
+    RING_CONTROLLER_LABEL,
+    VNPU_DVPP_LABEL,
+    VNPU_DVPP_VALUES,
+    VNPU_LEVEL_LABEL,
+    VNPU_LEVELS,
     VNPU_MODE_ANNOTATION,
     Contract,
 )
@@ -82,7 +89,15 @@ def variables(contract: Contract) -> list[dict[str, str]]:
             "expression": "has(variables.template.metadata.annotations) ? "
             "variables.template.metadata.annotations : {}",
         },
+        {
+            "name": "labels",
+            "expression": "has(variables.template.metadata.labels) ? "
+            "variables.template.metadata.labels : {}",
+        },
     ]
+    if contract.mindcluster:
+        asks = f"variables.containers.exists(c, {_asks('c', repr(NPU_CORE))})"
+        found.append({"name": "npuCore", "expression": asks})
     if contract.ascend is not None:
         asks = f"variables.containers.exists(c, {_asks_any('c', contract.ascend.resources)})"
         found.append({"name": "ascend", "expression": asks})
@@ -97,7 +112,67 @@ def validations(contract: Contract) -> list[dict[str, str]]:
         out.append(_runtime_class(contract))
         out.append(_soft_annotation(contract) if part.soft else _core_annotation(contract))
         out.extend(_memory(contract, r) for r in part.memory)
+    if contract.mindcluster:
+        out.extend(_mindcluster(contract))
     return out
+
+
+def _label(name: str) -> str:
+    """CEL: the pod (template) label ``name`` quoted, or ``unset``."""
+    value = f"variables.labels['{name}']"
+    return f"('{name}' in variables.labels ? \"'\" + {value} + \"'\" : 'unset')"
+
+
+def _mindcluster(contract: Contract) -> list[dict[str, str]]:
+    """Volcano's MindCluster mode: the 310P family label, a template level, a dvpp value Volcano
+    knows, and an AI-core count a 310P template or whole chips give."""
+    who = f"pods requesting {NPU_CORE} of SharingPolicy {contract.policy}"
+    ring, level, dvpp = RING_CONTROLLER_LABEL, VNPU_LEVEL_LABEL, VNPU_DVPP_LABEL
+    ring_tail = (
+        f": {who} need label {ring}: {RING_CONTROLLER_310P} (Volcano's MindCluster mode "
+        "serves the 310P family only; a 910 pool has no dynamic vNPU)"
+    )
+    level_tail = (
+        f": {who} need label {level}: {' or '.join(VNPU_LEVELS)} (the template level Volcano's "
+        "MindCluster mode matches, with the AI-core count and vnpu-dvpp)"
+    )
+    dvpp_tail = f": label {dvpp} must be {', '.join(VNPU_DVPP_VALUES)} or unset"
+    value = f"string(c.resources.limits['{NPU_CORE}'])"
+    bad = (
+        f"has(c.resources) && has(c.resources.limits) && '{NPU_CORE}' in c.resources.limits && "
+        f"!({value}.matches('{MB}') && int({value}) > 0 && "
+        f"(int({value}) in [1, 2, 4] || int({value}) % 8 == 0))"
+    )
+
+    def describe(x: str) -> str:
+        return (
+            f"'container ' + {x}.name + ' requests {NPU_CORE}: ' + "
+            f"string({x}.resources.limits['{NPU_CORE}'])"
+        )
+
+    listing = _first(f"variables.containers.filter(c, {bad})", describe)
+    core_tail = (
+        ": a 310P vNPU has 1, 2 or 4 AI cores and a whole chip 8, so Volcano's MindCluster "
+        "mode takes 1, 2, 4 or a multiple of 8"
+    )
+    return [
+        _validation(
+            f"!variables.npuCore || ('{ring}' in variables.labels && "
+            f"variables.labels['{ring}'] == '{RING_CONTROLLER_310P}')",
+            f"{lit('label ' + ring + ' is ')} + {_label(ring)} + {lit(ring_tail)}",
+        ),
+        _validation(
+            f"!variables.npuCore || ('{level}' in variables.labels && "
+            f"variables.labels['{level}'] in {_names(VNPU_LEVELS)})",
+            f"{lit('label ' + level + ' is ')} + {_label(level)} + {lit(level_tail)}",
+        ),
+        _validation(
+            f"!variables.npuCore || !('{dvpp}' in variables.labels) || "
+            f"variables.labels['{dvpp}'] in {_names(VNPU_DVPP_VALUES)}",
+            f"{lit('label ' + dvpp + ' is ')} + {_label(dvpp)} + {lit(dvpp_tail)}",
+        ),
+        _validation(f"!variables.containers.exists(c, {bad})", f"{listing} + {lit(core_tail)}"),
+    ]
 
 
 def _who(contract: Contract) -> str:
@@ -205,4 +280,8 @@ def summary(contract: Contract) -> str:
         when = "" if contract.ascend.soft else " with a -core request"
         pieces.append(f"{VNPU_MODE_ANNOTATION}: {HAMI_CORE}{when}")
         pieces.append("-memory in MB")
+    if contract.mindcluster:
+        pieces.append(f"label {RING_CONTROLLER_LABEL}: {RING_CONTROLLER_310P}")
+        pieces.append(f"label {VNPU_LEVEL_LABEL}: low or high")
+        pieces.append(f"{NPU_CORE} 1, 2, 4 or 8·n")
     return f"pods requesting {', '.join(contract.resources)} need " + "; ".join(pieces)

@@ -32,6 +32,16 @@ VOLCANO_GPU_RESOURCES = (
     "volcano.sh/vgpu-memory-percentage",
     "volcano.sh/vgpu-cores",
 )
+# Volcano's MindCluster mode (docs/facts/ascend.md §MindCluster dynamic vNPU): a pod asks
+# huawei.com/npu-core (AI cores: 1, 2 or 4 for a vNPU, 8·n for whole 310P chips) and says
+# which family and template level it wants by labels.
+NPU_CORE = "huawei.com/npu-core"
+RING_CONTROLLER_LABEL = "ring-controller.atlas"
+RING_CONTROLLER_310P = "ascend-310P"
+VNPU_LEVEL_LABEL = "vnpu-level"
+VNPU_LEVELS = ("low", "high")
+VNPU_DVPP_LABEL = "vnpu-dvpp"
+VNPU_DVPP_VALUES = ("yes", "no", "null")
 HAMI_CHIPS = tuple(vnpus.SHIPPED)
 """The ``chipName``s HAMi v2.10's chart ships a ``vnpus`` entry for (docs/facts/hami.md
 §The pod contract); a node may report one Tessera's own catalog does not split."""
@@ -61,10 +71,12 @@ class Contract:
     scheduler_kind: Literal["HAMi", "Volcano"]
     ascend: AscendPart | None
     gpu: tuple[str, ...]  # NVIDIA slice resources (backend HAMiCore)
+    mindcluster: bool = False  # spec.ascend.mode MindCluster: huawei.com/npu-core and labels
 
     @property
     def resources(self) -> tuple[str, ...]:
-        return (*(self.ascend.resources if self.ascend else ()), *self.gpu)
+        npu = (NPU_CORE,) if self.mindcluster else ()
+        return (*(self.ascend.resources if self.ascend else ()), *npu, *self.gpu)
 
 
 def hami_common_word(chip: str) -> str:
@@ -90,14 +102,15 @@ def contract_of(
     sched = spec.scheduler
     if sched is None or sched.pod_contract == "Off":
         return None
-    part = _ascend(spec, chips) if spec.ascend is not None else None
+    part = _ascend(spec, chips) if spec.ascend is not None and spec.ascend.hami else None
+    mindcluster = spec.ascend is not None and spec.ascend.effective_mode == "MindCluster"
     gpu: tuple[str, ...] = ()
     if spec.backend == "HAMiCore":
         gpu = VOLCANO_GPU_RESOURCES if sched.name == "Volcano" else HAMI_GPU_RESOURCES
-    if part is None and not gpu:
+    if part is None and not gpu and not mindcluster:
         return None
     scheduler = names.get(sched.name) or SCHEDULER_NAMES[sched.name]
-    return Contract(name, sched.pod_contract, scheduler, sched.name, part, gpu)
+    return Contract(name, sched.pod_contract, scheduler, sched.name, part, gpu, mindcluster)
 
 
 def _ascend(spec: SharingPolicySpec, labels: Iterable[str]) -> AscendPart:

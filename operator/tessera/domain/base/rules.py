@@ -19,6 +19,7 @@ class RuleError:
     field: str
     rule: str
     node: str | None = None
+    reason: str = ""  # a condition reason of its own ("Conflict"); "" is InvalidSpec
 
     def __str__(self) -> str:
         where = f"node {self.node}: " if self.node else ""

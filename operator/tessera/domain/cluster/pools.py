@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from tessera.api import constants as c
+from tessera.api.v1alpha1 import ascend_support
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, MigLayout, NodePoolGeometrySpec
 from tessera.domain.dra.naming import geometry_class
 from tessera.domain.geometry import ascend, capacity, catalog, migparted, vgpu, vgpu_catalog, vnpu
@@ -222,6 +223,15 @@ def _ascend(pool: str, spec: NodePoolGeometrySpec, labels: Mapping[str, str]) ->
     if not chip_name:
         raise ValueError(
             f"node has no {c.NPU_CHIP_NAME_LABEL} label (is the Ascend device plugin running?)"
+        )
+    refused = ascend_support.check(chip_name, "DriverTemplates")
+    if refused:
+        raise GeometryError(f"{c.NPU_CHIP_NAME_LABEL}={chip_name}: {refused}")
+    declared = spec.vnpu.chip
+    if declared is not None and ascend_support.row_of(chip_name) != ascend_support.MATRIX[declared]:
+        raise GeometryError(
+            f"spec.vnpu.chip is {declared}, and the node's {c.NPU_CHIP_NAME_LABEL} says "
+            f"{chip_name}: the pool selects a node of another chip"
         )
     chip = ascend.resolve_chip(chip_name)
     count = int(labels.get(c.NPU_COUNT_LABEL, "0"))

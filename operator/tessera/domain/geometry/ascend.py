@@ -3,7 +3,9 @@
 Ascend chips are split by templates (``vir02``, ``vir10_3c_16g`` ...) rather
 than placements, so validity is arithmetic over the chip's AI cores, AI CPUs,
 memory, instance limit, vGroups (310P) and DVPP (docs/facts/ascend.md §Combining templates).
-Facts live in ``ascend_catalog.yaml``; where a source is missing (template
+Facts live in ``ascend_catalog.yaml``; which vNPU paths each chip takes (driver templates,
+vCANN-RT, HAMi templates, HAMi-core, Volcano MindCluster) is its row of the support matrix
+(``Chip.support``, ``tessera.api.v1alpha1.ascend_support``, which the CRDs' rules need too); where a source is missing (template
 memory of ``vir04_3c``, 910B instance limit) the value is ``None`` and that
 rule is skipped rather than guessed. Pure: reads only its packaged data.
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from tessera.api.v1alpha1 import ascend_support
 from tessera.domain.geometry.explaining import fmt_counts
 
 _DATA_FILE = "ascend_catalog.yaml"
@@ -51,6 +54,14 @@ class Chip:
     whole_resource: str
     templates: tuple[Template, ...]
     by_name: dict[str, Template] = field(repr=False, compare=False, hash=False)
+
+    @property
+    def support(self) -> ascend_support.ChipRow:
+        """The chip's row of the support matrix: which vNPU paths it takes."""
+        row = ascend_support.row_of(self.chip)
+        if row is None:  # tests/unit/geometry/test_ascend_support.py: every chip has one
+            raise UnknownChipError(f"chip {self.chip} has no row in the support matrix")
+        return row
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,15 @@ class PolicyDemand:
     unknown: Mapping[Component, str] = field(default_factory=dict)
     """Components whose version could not be found, with the message saying why."""
     ascend: bool = False
-    """It sets ``spec.ascend`` (so it has a say on ``hamiVnpuCore``, true or false)."""
+    """It sets ``spec.ascend`` in a HAMi mode (so it has a say on ``hamiVnpuCore``)."""
+    mindcluster: bool = False
+    """``spec.ascend.mode`` MindCluster: Volcano's ``AscendMindClusterVNPUEnable`` and
+    ``init-params`` ``presetVirtualDevice: "false"``; HAMi has no part in it."""
+
+    @property
+    def uses_hami(self) -> bool:
+        """HAMi's device config has a part in this policy (any but MindCluster alone)."""
+        return not self.mindcluster
 
     @property
     def volcano(self) -> VolcanoScheduler:
@@ -97,8 +105,11 @@ def demand(
     found = dict(versions or {})
     missing = dict(unknown or {})
     chips = chips_of(node_labels)
-    ascend = spec.ascend is not None
-    return PolicyDemand(policy, scheduler, chips, soft, hami_core, found, missing, ascend)
+    ascend = spec.ascend is not None and spec.ascend.hami
+    mindcluster = spec.ascend is not None and spec.ascend.effective_mode == "MindCluster"
+    return PolicyDemand(
+        policy, scheduler, chips, soft, hami_core, found, missing, ascend, mindcluster
+    )
 
 
 def chips_of(node_labels: Iterable[Mapping[str, str]]) -> tuple[str, ...]:

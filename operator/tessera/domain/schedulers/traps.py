@@ -128,13 +128,15 @@ def vgpu_fatal(vgpu: bool, arguments: Mapping[str, Any], where: str) -> Trap | N
     return None
 
 
-def arguments_too_old(version: Version, ascend: bool) -> Trap | None:
+def arguments_too_old(version: Version, ascend: bool, mindcluster: bool = False) -> Trap | None:
     """Volcano older than the arguments Tessera writes ignores them: no slice is scheduled."""
     missing = []
     if version < GEOMETRIES_CM_SINCE:
         missing.append(f"deviceshare.KnownGeometriesCM* (Volcano {GEOMETRIES_CM_SINCE})")
     if ascend and version < ASCEND_HAMI_SINCE:
         missing.append(f"deviceshare.AscendHAMiVNPUEnable (Volcano {ASCEND_HAMI_SINCE})")
+    if mindcluster and version < ASCEND_HAMI_SINCE:  # both came with Volcano v1.14
+        missing.append(f"deviceshare.AscendMindClusterVNPUEnable (Volcano {ASCEND_HAMI_SINCE})")
     if not missing:
         return None
     return Trap(

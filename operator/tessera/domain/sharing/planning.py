@@ -21,7 +21,14 @@ from typing import Any
 
 from tessera.domain.base.rules import Note, RuleError
 from tessera.domain.schedulers.hami import nodes as hami
-from tessera.domain.sharing import changes, configmap, device_plugin, node_rules, states
+from tessera.domain.sharing import (
+    ascend_rules,
+    changes,
+    configmap,
+    device_plugin,
+    node_rules,
+    states,
+)
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.changes import Change
 from tessera.domain.sharing.nodes import NodeFacts
@@ -125,8 +132,13 @@ def plan(
 
 
 def _node_failures(node: NodeFacts, result: PolicyResult | None) -> list[RuleError]:
-    """What the policy's config asks that this NVIDIA node cannot give (its rules)."""
-    if result is None or not result.valid or result.config is None or node.vendor != "nvidia":
+    """What the policy's config asks that this node cannot give: an NVIDIA node's device-plugin
+    rules, an Ascend node's chip and the mode (the support matrix)."""
+    if result is None or not result.valid:
+        return []
+    if node.vendor == "ascend" and result.ascend is not None:
+        return list(ascend_rules.check(result.ascend, node))
+    if result.config is None or node.vendor != "nvidia":
         return []
     return list(node_rules.check(result.config, node))
 

@@ -10,10 +10,11 @@ node (``node_errors``, filled in by planning) hold only that node.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tessera.api.v1alpha1.backends import block_of
+from tessera.api.v1alpha1.sharingpolicy import AscendSharing
 from tessera.domain.base.rules import RuleError
 from tessera.domain.schedulers.hami import nodes as hami
 from tessera.domain.sharing import device_plugin
@@ -33,6 +34,7 @@ class PolicyResult:
     errors: tuple[RuleError, ...] = ()
     node_errors: tuple[RuleError, ...] = ()
     notices: tuple[str, ...] = ()
+    ascend: AscendSharing | None = None  # spec.ascend: its mode is checked on each node's chip
 
     @property
     def valid(self) -> bool:
@@ -40,6 +42,10 @@ class PolicyResult:
 
 
 def result_of(policy: Policy, mps_root: str = device_plugin.MPS_ROOT) -> PolicyResult:
+    return replace(_result_of(policy, mps_root), ascend=policy.spec.ascend)
+
+
+def _result_of(policy: Policy, mps_root: str) -> PolicyResult:
     spec = policy.spec
     if policy.dra_pool:  # the pool decides the path: DeviceClasses, no key, no label, no HAMi
         return PolicyResult(policy.name, spec.backend)
@@ -52,7 +58,9 @@ def result_of(policy: Policy, mps_root: str = device_plugin.MPS_ROOT) -> PolicyR
             f"NodePoolGeometry {pool})",
         )
         return PolicyResult(policy.name, spec.backend, errors=(why,))
-    ascend = hami.ascend_fields(spec.ascend) if spec.ascend is not None else None
+    ascend = (
+        hami.ascend_fields(spec.ascend) if spec.ascend is not None and spec.ascend.hami else None
+    )
     if spec.backend == "HAMiCore":
         if spec.hami_core is None:
             missing = RuleError("spec.hamiCore", "must be set when backend is HAMiCore")

@@ -134,7 +134,9 @@ def _verdict(
         text = "; ".join(c.message for c in found)
         return Verdict("stalled", "Conflict", text, extra)
     if result.node_errors:
-        return Verdict("stalled", "InvalidSpec", summary(result.node_errors), extra)
+        reasons = {e.reason for e in result.node_errors}
+        reason = reasons.pop() if len(reasons) == 1 and "" not in reasons else "InvalidSpec"
+        return Verdict("stalled", reason, summary(result.node_errors), extra)
     if not governed and result.name not in plan.assignment.selecting:
         # "0 node(s) run it" is no success: a typo in the selector looks exactly like this
         message = "its nodeSelector (or poolRef's pool) matches no node: no node runs this policy"

@@ -30,18 +30,24 @@ Scalar = bool | int | str
 __all__ = [
     "CM_NAME",
     "CM_NAMESPACE",
+    "CONFIG_PREFIX",
+    "ENABLE_MINDCLUSTER",
     "ENABLE_VGPU",
     "ENABLE_VNPU",
+    "INIT_PARAMS",
     "OWNED",
     "PLUGIN",
     "POLICY",
     "PREFIX",
+    "PRESET_VIRTUAL_DEVICE",
     "WEIGHT",
     "ConfInvalid",
     "Scalar",
     "arguments",
+    "configuration",
     "edit",
     "has_plugin",
+    "remove_configuration",
     "remove_plugin",
     "scalar",
 ]
@@ -49,12 +55,27 @@ __all__ = [
 PLUGIN = "deviceshare"
 PREFIX = "deviceshare."
 ENABLE_VNPU = PREFIX + "AscendHAMiVNPUEnable"
+ENABLE_MINDCLUSTER = PREFIX + "AscendMindClusterVNPUEnable"
 ENABLE_VGPU = PREFIX + "VGPUEnable"
 POLICY = PREFIX + "SchedulePolicy"
 WEIGHT = PREFIX + "ScheduleWeight"
 CM_NAME = PREFIX + "KnownGeometriesCMName"
 CM_NAMESPACE = PREFIX + "KnownGeometriesCMNamespace"
-OWNED = (ENABLE_VNPU, ENABLE_VGPU, POLICY, WEIGHT, CM_NAME, CM_NAMESPACE)
+INIT_PARAMS = "init-params"
+CONFIG_PREFIX = INIT_PARAMS + "."
+PRESET_VIRTUAL_DEVICE = CONFIG_PREFIX + "presetVirtualDevice"
+"""A key of ``edit``'s ``wanted`` naming an argument of the ``configurations`` entry
+``init-params`` (Volcano's MindCluster vNPU reads ``presetVirtualDevice`` there, a string)."""
+OWNED = (
+    ENABLE_VNPU,
+    ENABLE_MINDCLUSTER,
+    ENABLE_VGPU,
+    POLICY,
+    WEIGHT,
+    CM_NAME,
+    CM_NAMESPACE,
+    PRESET_VIRTUAL_DEVICE,
+)
 
 
 class ConfInvalid(ValueError):
@@ -85,20 +106,114 @@ def arguments(text: str) -> dict[str, Any]:
 
 
 def edit(text: str, wanted: Mapping[str, Scalar | None]) -> str:
-    """``text`` with the deviceshare arguments of ``wanted`` set (None: removed); the same
-    text when they already are. Raises ``ConfInvalid`` (nothing to write) when the conf does
-    not parse or has no tiers."""
+    """``text`` with the deviceshare arguments of ``wanted`` set (None: removed), and those
+    keyed ``init-params.<name>`` set in the ``init-params`` configuration; the same text when
+    they already are. Raises ``ConfInvalid`` (nothing to write) when the conf does not parse
+    or has no tiers."""
+    plugin = {k: v for k, v in wanted.items() if not k.startswith(CONFIG_PREFIX)}
+    config = {k[len(CONFIG_PREFIX) :]: v for k, v in wanted.items() if k.startswith(CONFIG_PREFIX)}
+    out = _edit_arguments(text, plugin)
+    if config:
+        out = _edit_configuration(out, config)
+    if out != text:
+        _check(text, out, _merged(arguments(text), plugin), _merged(configuration(text), config))
+    return out
+
+
+def _merged(before: Mapping[str, Any], wanted: Mapping[str, Scalar | None]) -> dict[str, Any]:
+    return {k: v for k, v in {**before, **wanted}.items() if v is not None}
+
+
+def _edit_arguments(text: str, wanted: Mapping[str, Scalar | None]) -> str:
     before = arguments(text)
     target = {k: v for k, v in {**before, **wanted}.items() if v is not None}
     if all(_same(before.get(k), v) for k, v in wanted.items()):
         return text
     found = _locate(text)
     if found.plugin is None:
-        out = _add_plugin(text, found, target)
+        return _add_plugin(text, found, target)
+    return _edit_plugin(text, found.plugin, before, wanted, target)
+
+
+def configuration(text: str, name: str = INIT_PARAMS) -> dict[str, Any]:
+    """The arguments of the ``configurations`` entry ``name`` ({} when there is none)."""
+    entry = _configuration(_locate(text).root, name)
+    args = _value(entry, "arguments") if entry is not None else None
+    return dict(_construct(args) or {}) if args is not None else {}
+
+
+def remove_configuration(text: str, name: str = INIT_PARAMS) -> str:
+    """``text`` without the ``configurations`` entry ``name`` when it has no arguments left
+    (the entry Tessera added, given back), and without ``configurations`` when that was its
+    only entry; else unchanged."""
+    root = _locate(text).root
+    entry = _configuration(root, name)
+    entries = _configurations(root)
+    if entry is None or entries is None or configuration(text, name) or entries.flow_style:
+        return text
+    if len(entries.value) == 1:
+        key = next(k for k, x in root.value if x is entries)
+        start = _line_start(text, key.start_mark.index)
     else:
-        out = _edit_plugin(text, found.plugin, before, wanted, target)
-    _check(text, out, target)
-    return out
+        start = _line_start(text, entry.start_mark.index)
+    return text[:start] + text[_line_end(text, _last_end(entry)) :]
+
+
+def _configurations(root: MappingNode) -> SequenceNode | None:
+    found = _value(root, "configurations")
+    if found is None or (isinstance(found, ScalarNode) and found.value in ("", "null", "~")):
+        return None
+    if not isinstance(found, SequenceNode):
+        raise ConfInvalid("configurations is not a list", *_at(found))
+    return found
+
+
+def _configuration(root: MappingNode, name: str) -> MappingNode | None:
+    entries = _configurations(root)
+    for entry in entries.value if entries is not None else ():
+        key = _value(entry, "name") if isinstance(entry, MappingNode) else None
+        if isinstance(key, ScalarNode) and key.value == name:
+            assert isinstance(entry, MappingNode)
+            return entry
+    return None
+
+
+def _edit_configuration(text: str, wanted: Mapping[str, Scalar | None]) -> str:
+    """The ``init-params`` entry's arguments set (it is added, with ``configurations`` when
+    missing, at the end of the document)."""
+    root = _locate(text).root
+    entry = _configuration(root, INIT_PARAMS)
+    before = configuration(text)
+    target = {k: v for k, v in {**before, **wanted}.items() if v is not None}
+    if all(_same(before.get(k), v) for k, v in wanted.items()):
+        return text
+    if entry is not None:
+        return _edit_plugin(text, entry, before, wanted, target, INIT_PARAMS)
+    if not target:
+        return text
+    nl = _newline(text)
+    body = "".join(f"    {k}: {scalar(v)}{nl}" for k, v in target.items())
+    item = f"- name: {INIT_PARAMS}{nl}  arguments:{nl}{body}"
+    entries = _configurations(root)
+    prefix = text if text.endswith("\n") or not text else text + nl
+    if entries is None:
+        if _value(root, "configurations") is not None:  # an empty "configurations:"
+            raise ConfInvalid(
+                "configurations is empty; write configurations: [] or remove it", *_at(root)
+            )
+        return prefix + f"configurations:{nl}" + item
+    if entries.flow_style or not entries.value:
+        raise ConfInvalid(
+            "the configurations list is not a block list; add an init-params entry by hand",
+            *_at(entries),
+        )
+    last = entries.value[-1]
+    line = text[_line_start(text, last.start_mark.index) : last.start_mark.index]
+    lead = " " * (len(line.rstrip()) - 1)
+    at = _line_end(text, _last_end(last))
+    indented = "".join(lead + row + nl for row in item.split(nl) if row)
+    head = text[:at] if text[:at].endswith("\n") else text[:at] + nl
+    return head + indented + text[at:]
 
 
 def _same(have: Any, want: Scalar | None) -> bool:
@@ -181,10 +296,11 @@ def _edit_plugin(
     before: Mapping[str, Any],
     wanted: Mapping[str, Scalar | None],
     target: Mapping[str, Scalar],
+    name: str = PLUGIN,
 ) -> str:
     args = _value(plugin, "arguments")
     if plugin.flow_style:
-        whole = "{name: " + PLUGIN + (", arguments: " + _flow(target) if target else "") + "}"
+        whole = "{name: " + name + (", arguments: " + _flow(target) if target else "") + "}"
         return text[: plugin.start_mark.index] + whole + text[plugin.end_mark.index :]
     if args is None or not isinstance(args, MappingNode) or args.flow_style or not args.value:
         return _replace_arguments(text, plugin, args, target)
@@ -278,21 +394,36 @@ def _add_plugin(text: str, found: _Found, target: Mapping[str, Scalar]) -> str:
     return prefix + entry + text[at:]
 
 
-def _check(before: str, after: str, target: Mapping[str, Scalar]) -> None:
-    """The edit changed only the deviceshare arguments, to exactly ``target``."""
-    if arguments(after) != dict(target):
+def _check(before: str, after: str, plugin: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+    """The edit changed only the deviceshare arguments, to exactly ``plugin``, and the
+    ``init-params`` arguments, to exactly ``config``."""
+    if arguments(after) != dict(plugin):
         raise ConfInvalid("Tessera's edit of the deviceshare arguments did not read back")
+    if configuration(after) != dict(config):
+        raise ConfInvalid("Tessera's edit of the init-params configuration did not read back")
+    touched = set(configuration(before)) | set(config)
     old, new = yaml.safe_load(before), yaml.safe_load(after)
-    if _without_plugin(old) != _without_plugin(new):
+    if _without_ours(old, touched) != _without_ours(new, touched):
         raise ConfInvalid("Tessera's edit would change more than the deviceshare arguments")
 
 
-def _without_plugin(conf: Any) -> Any:
+def _without_ours(conf: Any, config: set[str]) -> Any:
     out = dict(conf)
     out["tiers"] = [
         {**t, "plugins": [p for p in t.get("plugins") or [] if p.get("name") != PLUGIN]}
         for t in conf.get("tiers") or []
     ]
+    if config:
+        entries = []
+        for entry in out.get("configurations") or []:
+            if isinstance(entry, dict) and entry.get("name") == INIT_PARAMS:
+                args = {k: v for k, v in (entry.get("arguments") or {}).items() if k not in config}
+                if not args and set(entry) <= {"name", "arguments"}:
+                    continue  # Tessera's entry, or one holding only Tessera's arguments
+                entries.append({**entry, "arguments": args})
+                continue
+            entries.append(entry)
+        out["configurations"] = entries
     return out
 
 

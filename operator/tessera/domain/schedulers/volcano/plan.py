@@ -55,6 +55,8 @@ give its arguments back once no policy names it (a policy switched to HAMi, drop
 spec.scheduler or named another map)."""
 PLUGIN_ADDED = "tessera.io/plugin-added"
 """In PREVIOUS_ANNOTATION: the conf had no deviceshare plugin; Tessera's entry goes again."""
+CONFIG_ADDED = "tessera.io/init-params-added"
+"""In PREVIOUS_ANNOTATION: the conf had no ``init-params`` configuration; Tessera's goes again."""
 MARKS = (PREVIOUS_ANNOTATION, DIGEST_ANNOTATION, CHANGED_ANNOTATION)
 
 
@@ -82,9 +84,13 @@ def wanted_arguments(
     """The deviceshare arguments Tessera sets (None: leaves untouched)."""
     first = policies[0].volcano
     ascend = any(p.ascend for p in policies)
+    mindcluster = any(p.mindcluster for p in policies)
     nvidia = any(p.hami_core is not None for p in policies)
     return {
         volcano_conf.ENABLE_VNPU: True if ascend else None,
+        volcano_conf.ENABLE_MINDCLUSTER: True if mindcluster else None,
+        # MindCluster's dynamic vNPU: Volcano creates no preset vNPU view (a string there)
+        volcano_conf.PRESET_VIRTUAL_DEVICE: "false" if mindcluster else None,
         volcano_conf.ENABLE_VGPU: True if nvidia else None,
         volcano_conf.POLICY: first.policy,
         volcano_conf.WEIGHT: first.weight,
@@ -137,13 +143,19 @@ def plan(
     given_back = {k: previous[k] for k, v in wanted.items() if v is None and k in previous}
     asked = {k: v for k, v in wanted.items() if v is not None} | given_back
     try:
-        before = volcano_conf.arguments(conf)
+        before = volcano_conf.arguments(conf) | {
+            volcano_conf.CONFIG_PREFIX + k: x for k, x in volcano_conf.configuration(conf).items()
+        }
         new_conf = volcano_conf.edit(conf, asked)
     except volcano_conf.ConfInvalid as err:
         text = f"{where}: {err}; left untouched"
         return VolcanoPlan({n: Verdict("stalled", CONFIG_INVALID, text) for n in names})
     fatal = traps.found(
-        traps.arguments_too_old(version, bool(wanted[volcano_conf.ENABLE_VNPU])),
+        traps.arguments_too_old(
+            version,
+            bool(wanted[volcano_conf.ENABLE_VNPU]),
+            bool(wanted[volcano_conf.ENABLE_MINDCLUSTER]),
+        ),
         traps.vgpu_fatal(bool(wanted[volcano_conf.ENABLE_VGPU]), before, where),
     )
     if fatal:  # writing would crash Volcano or change nothing it reads: no write
@@ -152,6 +164,13 @@ def plan(
     recorded = {k: v for k, v in previous.items() if k not in given_back}
     if not recorded and not volcano_conf.has_plugin(conf):
         recorded[PLUGIN_ADDED] = True  # the entry goes again when given back
+    if (
+        wanted[volcano_conf.PRESET_VIRTUAL_DEVICE] is not None
+        and CONFIG_ADDED not in recorded
+        and volcano_conf.PRESET_VIRTUAL_DEVICE not in recorded
+        and volcano_conf.INIT_PARAMS not in _configuration_names(conf)
+    ):
+        recorded[CONFIG_ADDED] = True
     for key, value in wanted.items():
         if value is not None and key not in recorded:
             recorded[key] = before.get(key)
@@ -203,14 +222,22 @@ def _release(conf: str | None, previous: Mapping[str, Any]) -> VolcanoPlan:
     were (an argument it added goes)."""
     if conf is None or not previous:
         return VolcanoPlan({})
-    values = {k: v for k, v in previous.items() if k != PLUGIN_ADDED}
+    values = {k: v for k, v in previous.items() if k not in (PLUGIN_ADDED, CONFIG_ADDED)}
     try:
         restored = volcano_conf.edit(conf, values)
         if previous.get(PLUGIN_ADDED):
             restored = volcano_conf.remove_plugin(restored)
+        if previous.get(CONFIG_ADDED):
+            restored = volcano_conf.remove_configuration(restored)
     except volcano_conf.ConfInvalid:
         return VolcanoPlan({})  # unparseable now: a person's edit, left as it is
     return VolcanoPlan({}, restored)
+
+
+def _configuration_names(conf: str) -> set[str]:
+    loaded = yaml.safe_load(conf) or {}
+    entries = loaded.get("configurations") if isinstance(loaded, Mapping) else None
+    return {str(e.get("name")) for e in entries or [] if isinstance(e, Mapping)}
 
 
 def _conflict(policies: tuple[PolicyDemand, ...], where: str) -> str:
@@ -244,7 +271,7 @@ def _geometries(
     entries: Mapping[str, Mapping[str, Any]],
     at: Version,
 ) -> dict[str, Any]:
-    chips = sorted({c for p in policies for c in p.chips if c in entries})
+    chips = sorted({c for p in policies if p.uses_hami for c in p.chips if c in entries})
     cores = [p.hami_core for p in sorted(policies, key=lambda p: p.policy) if p.hami_core]
     nvidia = None
     if cores:
@@ -271,11 +298,13 @@ def _verdicts(
     for p in policies:
         found = traps.found(
             traps.soft_slicing_too_old(at, p.soft_slicing),
-            traps.chips_without_entry({c: [p.policy] for c in p.chips}, entries),
+            traps.chips_without_entry(
+                {c: [p.policy] for c in (p.chips if p.uses_hami else ())}, entries
+            ),
             traps.weight_skips_binpack(
                 p.volcano.policy, p.volcano.weight if p.volcano.weight is not None else kept_weight
             ),
-            traps.ignored_keys(entries[c] for c in p.chips if c in entries),
+            traps.ignored_keys(entries[c] for c in p.chips if c in entries and p.uses_hami),
         )
         stuck = [t.message for t in found if t.stuck]
         warnings[p.policy] = tuple(t.message for t in found if not t.stuck)

@@ -1,0 +1,81 @@
+"""Rules of ``spec.ascend`` that depend on the node: its chip, from its label, and the mode.
+
+The API server checks ``spec.ascend.chip`` against the mode (the CRD's CEL rule); where the
+chip comes from the node (``node.kubernetes.io/npu.chip.name``, set by the Ascend device
+plugin) it is checked here, from the same support matrix (``tessera.api.v1alpha1.
+ascend_support``), and a node whose chip does not support the mode keeps what it runs while
+the policy names the node, the chip, the mode and what the chip supports.
+"""
+
+from __future__ import annotations
+
+from tessera.api import constants as c
+from tessera.api.v1alpha1 import ascend_support
+from tessera.api.v1alpha1.sharingpolicy import AscendSharing
+from tessera.domain.base.rules import RuleError
+from tessera.domain.geometry.ascend import chips
+from tessera.domain.sharing.nodes import NodeFacts
+
+
+def check(ascend: AscendSharing, node: NodeFacts) -> tuple[RuleError, ...]:
+    """Why ``node`` cannot take ``ascend``'s mode; empty when it can (or its chip is not in
+    the matrix: nothing is claimed about a chip the matrix has no row for)."""
+    label = node.labels.get(c.NPU_CHIP_NAME_LABEL, "")
+    if not label:
+        return ()
+    row = ascend_support.row_of(label)
+    if ascend.chip is not None and row is not ascend_support.MATRIX[ascend.chip]:
+        rule = (
+            f"is {ascend.chip}, and the node's {c.NPU_CHIP_NAME_LABEL} says {label}: "
+            "the policy selects a node of another chip"
+        )
+        return (RuleError("spec.ascend.chip", rule, node.name),)
+    path = ascend_support.PATH_OF_MODE[ascend.effective_mode]
+    refused = ascend_support.check(label, path)
+    if refused:
+        return (RuleError("spec.ascend.mode", refused, node.name),)
+    if ascend.effective_mode == "MindCluster":
+        return _mindcluster(node)
+    return ()
+
+
+def _mindcluster(node: NodeFacts) -> tuple[RuleError, ...]:
+    """A MindCluster node runs Huawei's device plugin creating a vNPU per pod: HAMi's Ascend
+    plugin on the same node is a second plugin for the same NPUs (a Conflict), and preset vNPUs
+    (driver templates a NodePoolGeometry split) cannot coexist with dynamic ones
+    (docs/facts/ascend.md §MindCluster dynamic vNPU)."""
+    out = []
+    hami = node.labels.get(c.HAMI_ASCEND_NODE_LABEL) == c.HAMI_ASCEND_NODE_VALUE
+    registered = [
+        k for k in node.annotations if k.startswith(c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX)
+    ]
+    if hami or registered:
+        why = (
+            f"label {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE}"
+            if hami
+            else f"annotation {registered[0]}"
+        )
+        rule = (
+            f"MindCluster and HAMi mode on the same node: HAMi's Ascend device plugin runs here "
+            f"({why}); MindCluster needs Huawei's device plugin alone (-volcanoType=true "
+            f"-presetVirtualDevice=false): remove {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE} "
+            "or govern the node by a HAMi-mode policy"
+        )
+        out.append(RuleError("spec.ascend.mode", rule, node.name, reason="Conflict"))
+    preset = sorted((k, n) for k, n in node.allocatable.items() if _static_vnpu(k) and n)
+    if preset:
+        shown = ", ".join(f"{k}: {n}" for k, n in preset)
+        rule = (
+            f"the node advertises preset vNPUs ({shown}); MindCluster creates a vNPU per pod and "
+            "static and dynamic vNPUs cannot coexist: roll its NodePoolGeometry to whole NPUs "
+            "(templates: {}) first"
+        )
+        out.append(RuleError("spec.ascend.mode", rule, node.name))
+    return tuple(out)
+
+
+def _static_vnpu(resource: str) -> bool:
+    """A static vNPU type (``huawei.com/Ascend310P-2c``): the device plugin advertises one per
+    preset vNPU (docs/facts/ascend.md §Resource names)."""
+    name = resource.removeprefix("huawei.com/")
+    return name != resource and any(t.resource == name for ch in chips() for t in ch.templates)
