@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from dra_builders import gpu, mig
 
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import DrainSpec
@@ -20,20 +21,6 @@ from tessera.domain.rollout.views import DesiredNode, DraNode, Layout, NodeView,
 
 READ = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
 NODE = "dra-1"
-
-
-def bus(i: int) -> dict[str, dict[str, str]]:
-    # bus numbers not in index order as text: 0x08 < 0x18 < 0x28 ..., as a real board's are
-    return {"resource.kubernetes.io/pciBusID": {"string": f"0000:{0x08 + 0x10 * i:02x}:00.0"}}
-
-
-def gpu(i: int) -> dict[str, Any]:
-    return {"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, **bus(i)}}
-
-
-def mig(i: int, start: int) -> dict[str, Any]:
-    attrs = {"type": {"string": "mig"}, "profile": {"string": "3g.40gb"}, **bus(i)}
-    return {"name": f"gpu-{i}-mig-3g40gb-9-{start}", "attributes": attrs}
 
 
 def slice_of(devices: list[dict[str, Any]], count: int = 1) -> dict[str, Any]:

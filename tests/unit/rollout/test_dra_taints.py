@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from dra_builders import gpu, mig
 from rollout_builders import POOL as OWNER
 from rollout_builders import state
 
@@ -19,19 +20,6 @@ from tessera.domain.rollout.state import NodeState, Phase
 from tessera.domain.rollout.views import NodeView
 
 NODE = "dra-1"
-
-
-def bus(i: int) -> dict[str, dict[str, str]]:
-    return {"resource.kubernetes.io/pciBusID": {"string": f"0000:{0x08 + 0x10 * i:02x}:00.0"}}
-
-
-def gpu(i: int) -> dict[str, Any]:
-    return {"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, **bus(i)}}
-
-
-def mig(i: int, start: int) -> dict[str, Any]:
-    attrs = {"type": {"string": "mig"}, "profile": {"string": "3g.40gb"}, **bus(i)}
-    return {"name": f"gpu-{i}-mig-3g40gb-9-{start}", "attributes": attrs}
 
 
 def pool_of(devices: list[dict[str, Any]], node: str = NODE) -> SlicePool:
