@@ -69,3 +69,19 @@ class ResourceSliceWrapper(Wrapper):
         short = profile.replace(".", "").replace("+", "-")
         name = f"gpu-{parent}-mig-{short}-19-{start}"
         return self._device(name, {"type": "mig", "profile": profile, "uuid": f"MIG-{start}"})
+
+
+def _bus(i: int) -> dict[str, dict[str, str]]:
+    # bus numbers not in index order as text: 0x08 < 0x18 < 0x28 ..., as a real board's are
+    return {"resource.kubernetes.io/pciBusID": {"string": f"0000:{0x08 + 0x10 * i:02x}:00.0"}}
+
+
+def board_gpu(i: int) -> dict[str, Any]:
+    """Slice device of whole GPU ``i`` of a simulated H100 board, with its PCI bus ID."""
+    return {"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, **_bus(i)}}
+
+
+def board_mig(i: int, start: int) -> dict[str, Any]:
+    """Slice device of a 3g.40gb MIG device at ``start`` on GPU ``i`` of that board."""
+    attrs = {"type": {"string": "mig"}, "profile": {"string": "3g.40gb"}, **_bus(i)}
+    return {"name": f"gpu-{i}-mig-3g40gb-9-{start}", "attributes": attrs}

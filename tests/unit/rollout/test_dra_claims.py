@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from dra_builders import gpu, mig
 
+from builders.dra import board_gpu as gpu
+from builders.dra import board_mig as mig
 from tessera.api import constants as c
 from tessera.api.v1alpha1.common import DrainSpec
 from tessera.domain.dra.naming import DRIVER

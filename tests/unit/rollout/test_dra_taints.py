@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from dra_builders import gpu, mig
 from rollout_builders import POOL as OWNER
 from rollout_builders import state
 
+from builders.dra import board_gpu as gpu
+from builders.dra import board_mig as mig
 from tessera.api import constants as c
 from tessera.domain.dra.naming import DRIVER
 from tessera.domain.dra.slices import SlicePool, slice_pools
