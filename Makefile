@@ -27,9 +27,10 @@ $(STAMP): pyproject.toml setup.py devcluster/pyproject.toml
 
 dev: $(STAMP) ## create .venv: tessera with the dev extras, and the dev cluster (devcluster/, `tessera dev`)
 
-controlplane: ## build (or reuse) etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, KWOK
+controlplane: ## build (or reuse) etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, KWOK, Kueue
 	@hack/controlplane/build.sh >/dev/null
 	@hack/build-tool.sh kwok >/dev/null
+	@hack/build-tool.sh kueue >/dev/null
 
 verify: $(STAMP) ## ruff, mypy --strict, import-linter, generated files are fresh
 	$(VENV)/bin/ruff check operator api devcluster tests hack bench

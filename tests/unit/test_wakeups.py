@@ -10,7 +10,7 @@ import pytest
 
 from builders import NodeWrapper
 from tessera.api import constants as c
-from tessera.controllers import nodepoolgeometry, sharingpolicy
+from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.domain.cluster.objects import geometry_owner
 from tessera.domain.rollout import NodeState, Phase, PodView, TargetSpec, encode
 from tessera.domain.rollout.views import pending_taint
@@ -244,3 +244,19 @@ def test_a_node_change_is_counted_before_reading_it_can_fail(
     with pytest.raises(ValueError):
         nodes.node_changed("gpu-1", node("a"))
     assert counted == [1]  # the pass that follows sees the counter moved: it is not skipped
+
+
+def test_a_node_or_pool_target_change_wakes_every_tenant_quota_a_heartbeat_none() -> None:
+    """The capacity ledger counts every node and every pool's target (issue 30)."""
+    tq = tenantquota.PLURAL
+    wakeups, nodes = setup("a")
+    wakeups.event(tq, "team-a")
+    nodes.node_changed("gpu-1", node("a"))
+    assert wakeups.event(tq, "team-a").is_set()
+    wakeups.event(tq, "team-a").clear()
+    nodes.node_changed("gpu-1", node("a"))  # the same node again: a heartbeat
+    assert not wakeups.event(tq, "team-a").is_set()
+    nodes.pool_changed("a", pool("a"))  # a status write: the spec is the same
+    assert not wakeups.event(tq, "team-a").is_set()
+    nodes.pool_changed("a", {**pool("a"), "mig": {"layouts": [{"profiles": {"1g.10gb": 7}}]}})
+    assert wakeups.event(tq, "team-a").is_set()

@@ -16,19 +16,23 @@ from typing import Any
 from pydantic import ValidationError
 
 from tessera.adapters.kube import ApiError, Obj, path_of
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.api.v1alpha1.tenantquota import TenantQuotaSpec
-from tessera.controllers import skeleton
+from tessera.controllers import kueue, skeleton
 from tessera.controllers.runtime import Context, Result, custom_path, list_nodes, ref_of
 from tessera.domain.base import selectors
 from tessera.domain.base.conditions import Verdict
-from tessera.domain.quota import charged, devices, objects, planning, reporting, settling
+from tessera.domain.cluster import capacity as node_capacity
+from tessera.domain.quota import charged, objects, planning, reporting, settling
 from tessera.domain.quota import membership as membership_
-from tessera.domain.quota.names import device_class, quota_key
-from tessera.domain.quota.quantities import CountError, accelerators, counts
+from tessera.domain.quota.ledger import CapacityLedger
+from tessera.domain.quota.names import device_class, is_extended, quota_key
+from tessera.domain.quota.quantities import CountError, counts
 from tessera.observability import metrics
 from tessera.observability.tracing import span
 
 PLURAL = "tenantquotas"
+GEOMETRIES = "nodepoolgeometries"
 KIND = "TenantQuota"
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # terminal pods are never charged
@@ -80,23 +84,39 @@ def _steps(ctx: Context, obj: Obj, spec: TenantQuotaSpec) -> skeleton.PassOutcom
         seen = _seen_quotas(ctx)
         present = _recount(ctx, spec, membership.namespaces_of(name))
         plan = planning.plan(name, spec, membership, seen, present, busy)
-    capacity = _capacity(ctx, {r for s in tenants.values() for r in (*s.hard, *(s.total or {}))})
+    ledger, capacity, geometries = _ledger(
+        ctx, {r for s in tenants.values() for r in (*s.hard, *(s.total or {}))}
+    )
     commitments = {
         t: reporting.commitment(s, len(membership.namespaces_of(t))) for t, s in tenants.items()
     }
-    overcommit = reporting.overcommitted(name, commitments, capacity)
+    overcommit = reporting.overcommitted(name, commitments, capacity, ledger)
     verdict = reporting.verdict(name, plan, membership, overcommit)
+    queues = None
+    if spec.enforcement != "ResourceQuota" and verdict.state != "stalled":
+        queues = kueue.sync(
+            ctx,
+            obj,
+            membership.namespaces_of(name),
+            commitments,
+            counts(spec.hard, what="spec.hard"),
+            ledger,
+            {p: g.node_selector for p, g in geometries.items()},
+        )
+    verdict = reporting.combined(verdict, queues, both=spec.enforcement == "Both")
     contested = membership.contested_of(name)
     _export(name, spec, seen)
-    result = Result(None if plan.settled else FAST_REQUEUE)
+    settled = plan.settled and (queues is None or queues.state != "progressing")
+    result = Result(None if settled else FAST_REQUEUE)
     return skeleton.PassOutcome(
         verdict, _status(obj, spec, plan, seen, capacity, contested), result
     )
 
 
 def finalize(ctx: Context, name: str) -> bool:
-    """Remove exactly this tenant's ResourceQuotas (never anyone else's)."""
+    """Remove exactly this tenant's ResourceQuotas and Kueue objects (never anyone else's)."""
     ctx.quota_activity.pop(name, None)
+    kueue.remove(ctx, name)
     for quota in ctx.kube.list("/api/v1/resourcequotas", label_selector=objects.selector()):
         seen = objects.read(quota)
         if seen is not None and seen.tenant == name:
@@ -162,18 +182,35 @@ def _busy(
     return busy
 
 
-def _capacity(ctx: Context, resources: set[str]) -> dict[str, int]:
-    """What the nodes advertise for accelerator resources, summed, and what the
-    ResourceSlices offer the DeviceClasses the tenants name (only read when one does)."""
-    total: dict[str, int] = {}
-    for node in list_nodes(ctx):
-        for resource, n in accelerators(node.get("status", {}).get("allocatable") or {}).items():
-            total[resource] = total.get(resource, 0) + n
-    if any(device_class(r) for r in resources):
-        classes = ctx.kube.list(f"{RESOURCE_API}/deviceclasses")
+def _ledger(
+    ctx: Context, resources: set[str]
+) -> tuple[CapacityLedger, dict[str, int], dict[str, NodePoolGeometrySpec]]:
+    """The capacity ledger (``cluster.capacity``) and, of it, the totals Tessera can stand
+    behind: every accelerator resource, and the DeviceClass resources the tenants name whose
+    class it can read (their ResourceSlices are only read when some tenant names one)."""
+    dra = {r for r in resources if device_class(r)}
+    kinds: dict[str, str | None] = {}
+    slices: list[Obj] = []
+    if dra:
+        kinds = node_capacity.class_kinds(dra, ctx.kube.list(f"{RESOURCE_API}/deviceclasses"))
         slices = ctx.kube.list(f"{RESOURCE_API}/resourceslices")
-        total.update(devices.capacity(resources, classes, slices))
-    return total
+    geometries = {}
+    for item in ctx.kube.list(custom_path(GEOMETRIES)):
+        try:
+            geometries[item["metadata"]["name"]] = NodePoolGeometrySpec.model_validate(
+                item.get("spec") or {}
+            )
+        except ValidationError:
+            continue  # that pool reports its own InvalidSpec; its nodes count as they are
+    ns, cm_name = ctx.settings.device_plugin_configmap
+    sharing = (ctx.kube.get_or_none(path_of("v1", "configmaps", cm_name, ns)) or {}).get("data")
+    ledger = node_capacity.ledger(
+        list_nodes(ctx), geometries, sharing or {}, kinds=kinds, slices=slices
+    )
+    totals = ledger.totals()
+    known = {r: totals.get(r, 0) for r, kind in kinds.items() if kind is not None}
+    capacity = {**{r: n for r, n in totals.items() if is_extended(r)}, **known}
+    return ledger, capacity, geometries
 
 
 # -- apply ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tessera.api.v1alpha1.common import LabelSelector
-from tessera.controllers import nodepoolgeometry, sharingpolicy
+from tessera.controllers import nodepoolgeometry, sharingpolicy, tenantquota
 from tessera.domain.base.idle import node_fingerprint
 from tessera.domain.cluster import objects as cluster
 from tessera.domain.rollout import PodView
@@ -75,7 +75,8 @@ def object_fingerprint(body: Mapping[str, Any]) -> tuple[object, ...]:
 
 
 class NodeWakeups:
-    """Which daemons a Node change wakes: the pools that read the node, and every SharingPolicy.
+    """Which daemons a Node change wakes: the pools that read the node, every SharingPolicy,
+    and every TenantQuota (their capacity ledger counts every node and every pool's target).
 
     Pools are told apart by their node selector (kept from their own events) and
     by what the node carries (their rollout state or pending taint), before and
@@ -87,6 +88,9 @@ class NodeWakeups:
         self.wakeups = wakeups
         self.changed = changed  # told of every change a decision reads, before anyone wakes
         self.selectors: dict[str, LabelSelector] = {}
+        self.specs: dict[
+            str, str
+        ] = {}  # pool → its spec as last seen (TenantQuotas wake on change)
         self.nodes: dict[str, tuple[int, frozenset[str]]] = {}  # fingerprint's hash, readers
         self.holders: dict[str, str] = {}  # node → the owner whose rollout state it carries
 
@@ -99,6 +103,13 @@ class NodeWakeups:
                 self.selectors[name] = LabelSelector.model_validate(spec.get("nodeSelector"))
         if spec is None or self.selectors.get(name) != before:
             self.wakeups.wake_all(nodepoolgeometry.PLURAL)
+        spec_seen = None if spec is None else repr(sorted(spec.items()))
+        if self.specs.get(name) != spec_seen:  # a new target: the ledger's "after" moves
+            self.wakeups.wake_all(tenantquota.PLURAL)
+        if spec_seen is None:
+            self.specs.pop(name, None)
+        else:
+            self.specs[name] = spec_seen
 
     def node_changed(self, name: str, body: Mapping[str, Any] | None) -> None:
         before = self.nodes.get(name)
@@ -123,6 +134,7 @@ class NodeWakeups:
         for pool in reading | (before[1] if before else set()) | unknown:
             self.wakeups.wake(nodepoolgeometry.PLURAL, pool)
         self.wakeups.wake_all(sharingpolicy.PLURAL)
+        self.wakeups.wake_all(tenantquota.PLURAL)  # the capacity ledger reads every node
         self.wakeups.wake_starved()
 
     def pods_changed(self, nodes: Iterable[str], frees_room: bool = False) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field
 
 from tessera.api.v1alpha1.common import (
@@ -14,6 +16,8 @@ from tessera.api.v1alpha1.common import (
     keys_matching,
     validations,
 )
+
+Enforcement = Literal["ResourceQuota", "Kueue", "Both"]
 
 _RESOURCE_KEYS = keys_matching(
     RESOURCE_NAME_PATTERN,
@@ -49,6 +53,14 @@ class TenantQuotaSpec(ApiModel):
         "writes never sum past it, even when namespaces create pods at the same moment "
         "(docs/quota.md says what Kubernetes' quota controller can still let through).",
         json_schema_extra=_RESOURCE_KEYS,
+    )
+    enforcement: Enforcement = Field(
+        default="ResourceQuota",
+        description="Who enforces the quotas: ResourceQuota (a ResourceQuota per namespace, "
+        "enforced by the API server at pod creation), Kueue (a Cohort for the tenant, a "
+        "ClusterQueue and LocalQueue per namespace and a ResourceFlavor per pool, their "
+        "quotas following the capacity ledger: Kueue admits Jobs only up to what the pools "
+        "hold), or Both. docs/quota.md says how quotas map to Kueue.",
     )
 
 

@@ -130,8 +130,9 @@ def resolve(pools: Mapping[str, LabelSelector | None], nodes: Iterable[NodeView]
     """Resolve every pool's claims (name -> nodeSelector; ``None`` claims nothing)."""
     owner: dict[str, str] = {}
     grouped: dict[tuple[str, tuple[str, ...], bool, str], list[str]] = {}
+    index = selectors.SelectorIndex(pools)
     for node in nodes:
-        selecting = tuple(sorted(p for p, s in pools.items() if selectors.matches(s, node.labels)))
+        selecting = index.matching(node.labels)
         if len(selecting) == 1:
             owner[node.name] = selecting[0]
         if len(selecting) < 2:

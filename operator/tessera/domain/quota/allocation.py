@@ -101,7 +101,7 @@ def allocate(total: int, cap: int | None, slots: Sequence[Slot]) -> Allocation:
         return Allocation(held, over_total=True)
     busiest_first = sorted(slots, key=lambda s: (-s.used, s.namespace))
     room = {ns: None if cap is None else cap - floor for ns, floor in floors.items()}
-    share = _water_fill(free, room, [s.namespace for s in busiest_first])
+    share = water_fill(free, room, [s.namespace for s in busiest_first])
     fair = {ns: floors[ns] + share[ns] for ns in floors}
     if _keeps(cap, slots, fair, share):
         return Allocation({s.namespace: _now(s) for s in slots}, over_total=False)
@@ -143,8 +143,9 @@ def _keeps(
     return True
 
 
-def _water_fill(free: int, room: Mapping[str, int | None], order: Sequence[str]) -> dict[str, int]:
-    """Split ``free`` equally, each namespace taking at most its ``room`` (None: unlimited).
+def water_fill(free: int, room: Mapping[str, int | None], order: Sequence[str]) -> dict[str, int]:
+    """Split ``free`` equally, each taking at most its ``room`` (None: unlimited); also how
+    the Kueue quotas share a pool among tenants and a tenant's share among namespaces.
 
     Namespaces that fill up drop out and the rest share what they could not take;
     units that do not divide evenly go one each to the first namespaces in ``order``.

@@ -100,6 +100,13 @@ def plan(
     total = counts(spec.total or {}, what="spec.total")
     members = membership.namespaces_of(tenant)
     mine = {q.namespace: q for q in seen if q.tenant == tenant}
+    if spec.enforcement == "Kueue":  # Kueue's queues enforce it: this tenant's quotas go
+        reason = "spec.enforcement is Kueue: its ClusterQueues enforce the quota"
+        gone = tuple(
+            Action("delete", ns, objects.quota_name(tenant), reason, None, _rv(quota))
+            for ns, quota in sorted(mine.items())
+        )
+        return QuotaPlan(gone, (), {ns: {} for ns in members})
     target: dict[str, dict[str, int]] = {ns: {} for ns in members}
     first: dict[str, dict[str, int]] = {ns: {} for ns in members}
     over: list[str] = []

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 
 from tessera.api.v1alpha1.tenantquota import NamespaceQuota, TenantQuotaSpec, TenantQuotaStatus
 from tessera.domain.base.conditions import Status, Verdict
+from tessera.domain.quota import ledger as _ledger
+from tessera.domain.quota.ledger import CapacityLedger
 from tessera.domain.quota.membership import Membership
 from tessera.domain.quota.names import is_extended
 from tessera.domain.quota.objects import SeenQuota
@@ -29,7 +31,6 @@ from tessera.domain.quota.quantities import counts
 
 OVERCOMMITTED = "Overcommitted"
 ROWS = 100  # status.perNamespace is bounded; the rest are summed but not listed
-_NAMED = 5  # tenants named per resource in the Overcommitted message
 
 
 def commitment(spec: TenantQuotaSpec, namespaces: int) -> dict[str, int]:
@@ -48,20 +49,20 @@ def capacity_of(resource: str, capacity: Mapping[str, int]) -> int | None:
 
 
 def overcommitted(
-    tenant: str, commitments: Mapping[str, Mapping[str, int]], capacity: Mapping[str, int]
+    tenant: str,
+    commitments: Mapping[str, Mapping[str, int]],
+    capacity: Mapping[str, int],
+    ledger: CapacityLedger | None = None,
 ) -> tuple[str, Status, str, str]:
-    """The Overcommitted condition of ``tenant``, given every tenant's commitment."""
-    over: list[str] = []
-    for resource in sorted(commitments.get(tenant, {})):
-        takers = {t: c[resource] for t, c in sorted(commitments.items()) if c.get(resource)}
-        promised, advertised = sum(takers.values()), capacity_of(resource, capacity)
-        if advertised is not None and promised > advertised:
-            named = ", ".join(f"{t} ({n})" for t, n in list(takers.items())[:_NAMED])
-            more = len(takers) - _NAMED
-            named += f" and {more} more" if more > 0 else ""
-            over.append(f"{resource}: tenants {named} promise {promised} > capacity {advertised}")
+    """The Overcommitted condition of ``tenant``, given every tenant's commitment; the
+    message names each resource, what is promised and available, and the pools offering it
+    (``ledger``, whose totals ``capacity`` holds for the resources Tessera can count)."""
+    resources = {r for c in commitments.values() for r in c}
+    available = {r: capacity_of(r, capacity) for r in resources}
+    pools = {r: ledger.where(r) for r in resources} if ledger is not None else {}
+    over = _ledger.overcommitments(tenant, commitments, available, pools)
     if over:
-        return (OVERCOMMITTED, "True", "TotalsExceedCapacity", "; ".join(over))
+        return (OVERCOMMITTED, "True", "TotalsExceedCapacity", "; ".join(o.message for o in over))
     return (OVERCOMMITTED, "False", "WithinCapacity", "the tenants' totals fit the capacity")
 
 
@@ -96,6 +97,20 @@ def verdict(
         return Verdict("progressing", "UsageOverTotal", message, extra)
     namespaces = len(plan.targets)
     return Verdict("ready", "QuotasApplied", f"quotas in force in {namespaces} namespaces", extra)
+
+
+def combined(quotas: Verdict, queues: Verdict | None, *, both: bool = False) -> Verdict:
+    """The TenantQuota's verdict when Kueue enforces (``queues``): the worse of the two states
+    (the queues' on a tie), both messages when ``both`` enforce and both are ready; ``extra``
+    (Overcommitted) is always the quotas'."""
+    if queues is None:
+        return quotas
+    rank = {"stalled": 0, "progressing": 1, "ready": 2}
+    if rank[quotas.state] < rank[queues.state]:
+        return quotas
+    if both and quotas.state == queues.state == "ready":
+        return Verdict("ready", queues.reason, f"{quotas.message}; {queues.message}", quotas.extra)
+    return Verdict(queues.state, queues.reason, queues.message, quotas.extra)
 
 
 def status(
