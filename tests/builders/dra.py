@@ -85,3 +85,20 @@ def board_mig(i: int, start: int) -> dict[str, Any]:
     """Slice device of a 3g.40gb MIG device at ``start`` on GPU ``i`` of that board."""
     attrs = {"type": {"string": "mig"}, "profile": {"string": "3g.40gb"}, **_bus(i)}
     return {"name": f"gpu-{i}-mig-3g40gb-9-{start}", "attributes": attrs}
+
+
+def allocated_claim(
+    name: str, node: str, devices: list[str], reserved: list[str], namespace: str = "ml"
+) -> dict[str, Any]:
+    """A ResourceClaim as kube-scheduler leaves it: ``devices`` of ``node``'s pool allocated,
+    reserved for the pods of uid ``reserved``."""
+    results = [{"driver": DRIVER, "pool": node, "device": d, "request": "gpu"} for d in devices]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {
+            "allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": u, "uid": u} for u in reserved],
+        },
+    }

@@ -10,11 +10,18 @@ platform engineer repartitions GPUs 0-1; an outside ``Ledger`` watches Nodes and
 * the replicas on GPUs 2-3 keep their uids and are never evicted;
 * the pool ends Ready, the slice lists the new devices, nothing of Tessera's is left on the
   node. No agent is involved: who holds which GPU comes from the claims.
+
+Before the change, ``tessera plan`` (live, and from a snapshot) names the same two replicas as
+moving and the other two as staying: it reads the claims as the operator does.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
+import yaml
 
 from builders import DeploymentWrapper, PdbWrapper, custom
 from devcluster import dradriver, fleet
@@ -25,6 +32,7 @@ from .dra_support import NPG, DraObjects, dra_objects, driver
 from .faults import agents, assert_released, pool_spec, wait_ready
 from .helpers import eventually, namespace, wait_running
 from .rollout_ledger import Ledger
+from .test_plan import plan, save_snapshot
 
 __all__ = ["agents", "dra_objects", "driver"]
 pytestmark = pytest.mark.integration
@@ -55,8 +63,36 @@ def gpus_of(kube: Kube, ns: str, node: str) -> dict[str, int] | None:
     return out if len(out) == REPLICAS else None
 
 
+def plan_says_what_moves(
+    kubeconfig: Path, tmp_path: Path, pool: str, node: str, moves: set[str], stays: set[str]
+) -> None:
+    """``tessera plan`` of the split, live and from a snapshot: on ``node`` GPUs 0-1 change,
+    the pods ``moves`` leave and ``stays`` stay."""
+    manifest = tmp_path / "split.yaml"
+    spec = {**pool_spec(pool, SPLIT, maxUnavailable=1), "allocation": "DRA"}
+    manifest.write_text(yaml.safe_dump(custom("NodePoolGeometry", pool, spec)))
+    code, live, text = plan(kubeconfig, manifest)
+    assert code == 2, text
+    [obj] = [o for o in live["objects"] if o["name"] == pool]
+    [change] = [ch for ch in obj["changes"] if ch["node"] == node]
+    line = "GPUs 0-1 change (0-1: whole GPU -> 7x1g.10gb); 2 pods move, 2 stay"
+    assert change["scope"] == line, text
+    assert set(change["evicts"]) == moves and set(change["stays"]) == stays
+    assert f"      {line}\n" in text
+    snap = tmp_path / "cluster.yaml"
+    save_snapshot(kubeconfig, snap)
+    code, offline, _ = plan(None, manifest, snapshot=snap)
+    assert code == 2
+    assert next(o for o in offline["objects"] if o["name"] == pool)["changes"] == obj["changes"]
+
+
 def test_a_dra_node_moves_only_the_claims_on_the_gpus_that_change(
-    kube: Kube, operator: OperatorProcess, driver: dradriver.DraDriver, dra_objects: DraObjects
+    kube: Kube,
+    operator: OperatorProcess,
+    driver: dradriver.DraDriver,
+    dra_objects: DraObjects,
+    control_plane: Any,
+    tmp_path: Path,
 ) -> None:
     pool, ns = "dra-gpus", "dra-gpus-ns"
     [node] = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1, devices=4, dra=True))
@@ -94,6 +130,18 @@ def test_a_dra_node_moves_only_the_claims_on_the_gpus_that_change(
     # nothing to move, and keeps GPUs 2-3 whole for them).
     fleet.create_nodes(kube, [fleet.NodeSpec(f"{pool}-1", "H100-80GB", 4, pool=pool, dra=True)])
     wait_ready(kube, pool, 180, "the spare node at whole GPUs")
+    names = {
+        p["metadata"]["uid"]: f"{ns}/{p['metadata']['name']}"
+        for p in kube.list(f"/api/v1/namespaces/{ns}/pods")
+    }
+    plan_says_what_moves(
+        control_plane.kubeconfig,
+        tmp_path,
+        pool,
+        node,
+        {names[u] for u in changing},
+        {names[u] for u in staying},
+    )
 
     with Ledger(kube, pool, ns, budgets={"serve": MIN_AVAILABLE}) as ledger:
         ledger.gate_open.set()

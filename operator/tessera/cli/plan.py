@@ -35,10 +35,11 @@ NO_CHANGE, ERROR, CHANGES = 0, 1, 2
 SNAPSHOT_HELP = (
     "Write the objects a plan reads, as YAML, to stdout: Nodes, Pods, PodDisruptionBudgets, "
     "Namespaces, the agents' ConfigMaps, Tessera's ResourceQuotas, DeviceClasses, "
-    "ResourceSlices (per device its name and attributes) and Tessera's objects. "
+    "ResourceSlices (per device its name and attributes), ResourceClaims (allocation and "
+    "reservations) and Tessera's objects. "
     "Each keeps only the fields planning reads — of a Pod its name, namespace, creation time, "
-    "labels, owner references, node, phase, per container its resource requests and limits, its emptyDir "
-    "volumes — never container env, commands, images or other volumes; no object keeps "
+    "labels, owner references, node, phase and condition statuses, per container its resource "
+    "requests and limits, its ResourceClaims, its emptyDir volumes — never container env, commands, images or other volumes; no object keeps "
     "managedFields or kubectl's last-applied-configuration. A plan from the snapshot equals "
     "the plan from the live cluster."
 )

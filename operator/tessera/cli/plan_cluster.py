@@ -112,6 +112,8 @@ def read_cluster(
             if (d := kube.get_or_none(path_of("apps/v1", "deployments", name, ns))) is not None
         ]
         lists["ResourceSlice"] = (dra.API, kube.list(dra.RESOURCESLICES))
+        # who holds which GPU on a DRA pool: a change narrows to the GPUs it repartitions
+        lists["ResourceClaim"] = (dra.API, kube.list(dra.RESOURCECLAIMS))
         # Pod contracts: every admission policy and binding (a name Tessera wants may be
         # taken); a server without admissionregistration.k8s.io/v1 (before 1.30) has none.
         for kind, path in (
@@ -139,6 +141,7 @@ def read_cluster(
             *typed["ValidatingAdmissionPolicyBinding"],
         ),
         deployments=tuple(_typed("apps/v1", "Deployment", d) for d in deployments),
+        claims=tuple(typed["ResourceClaim"]),
     )
 
 

@@ -25,7 +25,7 @@ from tessera.domain.dra import naming
 from tessera.domain.dra.slices import SlicePool, slice_pools
 from tessera.domain.rollout.dra import claims as dra_claims
 from tessera.domain.rollout.dra import observe as dra_rollout
-from tessera.domain.rollout.views import DraNode, PluginPod
+from tessera.domain.rollout.views import PluginPod
 
 
 @dataclass(frozen=True)
@@ -115,29 +115,17 @@ def fill(
     (is its driver there?)."""
     if pools is None:
         pools = slice_pools(slices(ctx))
-    mine = views if involved is None else involved
-    flying = [v for v in mine if v.state is not None]
-    unpublished = any((p := pools.get(v.name)) is None or p.devices is None for v in mine)
     plugin = (plugin_of or DraPool()).kubelet_plugin
-    daemon_sets = {f"{plugin.namespace}/{plugin.daemon_set}"} | {
-        t.plugin
-        for v in flying
-        for t in (v.state.target if v.state else None, v.state.last_good if v.state else None)
-        if t is not None and t.plugin is not None
-    }
+    default = f"{plugin.namespace}/{plugin.daemon_set}"
     pods: dict[str, dict[str, tuple[PluginPod, ...]]] = {}
-    for ds in sorted(daemon_sets) if flying or unpublished else []:
+    for ds in dra_rollout.plugin_daemon_sets(
+        default, views if involved is None else involved, pools
+    ):
         namespace, name = ds.split("/", 1)
         by_node = dra_rollout.plugin_pods(api.list_pods_in(ctx.kube, namespace), name)
         for node, found in by_node.items():
             pods.setdefault(node, {})[ds] = found
-
-    def one(view: rollout.NodeView) -> rollout.NodeView:
-        pool = pools.get(view.name)
-        devices = pool.devices if pool is not None else None
-        return replace(view, dra=DraNode(devices, pods.get(view.name, {})))
-
-    return [one(v) for v in views]
+    return dra_rollout.with_devices(views, pools, pods)
 
 
 def with_claims(ctx: Context, observed: DraObserved) -> DraObserved:

@@ -49,6 +49,7 @@ class Cluster:
     slices: tuple[Raw, ...] = ()  # ResourceSlices
     admission: tuple[Raw, ...] = ()  # ValidatingAdmissionPolicies and their bindings
     deployments: tuple[Raw, ...] = ()  # the scheduler Deployments SharingPolicies name
+    claims: tuple[Raw, ...] = ()  # ResourceClaims: who holds which GPU on a DRA pool
 
     @classmethod
     def of(cls, items: Iterable[Raw]) -> Cluster:
@@ -66,6 +67,7 @@ class Cluster:
             "ValidatingAdmissionPolicy": [],
             "ValidatingAdmissionPolicyBinding": [],
             "Deployment": [],
+            "ResourceClaim": [],
         }
         for item in items:
             kind = item.get("kind", "")
@@ -85,6 +87,7 @@ class Cluster:
             tuple(slots["ResourceSlice"]),
             (*slots["ValidatingAdmissionPolicy"], *slots["ValidatingAdmissionPolicyBinding"]),
             tuple(slots["Deployment"]),
+            tuple(slots["ResourceClaim"]),
         )
 
     def items(self) -> list[Raw]:
@@ -100,6 +103,7 @@ class Cluster:
             *self.slices,
             *self.admission,
             *self.deployments,
+            *self.claims,
         ]
 
     def configmap(self, where: tuple[str, str]) -> Raw | None:

@@ -11,7 +11,8 @@ plan from the live cluster:
 * Pod: name, namespace, uid, creation time, labels, owner references, deletionTimestamp, the
   mirror-pod annotation only; node, per container its name and resource
   requests and limits, the emptyDir volumes (drain refuses to lose them),
-  nodeSelector and tolerations (where an evicted pod may go); phase.
+  nodeSelector and tolerations (where an evicted pod may go), the ResourceClaims it
+  uses; phase, condition types and statuses, the claims made for it.
 * Node: name, labels, annotations; unschedulable, taints; allocatable,
   capacity, condition types and statuses.
 * PodDisruptionBudget: name, namespace, generation; selector, minAvailable,
@@ -23,6 +24,8 @@ plan from the live cluster:
   spec and status hard, used.
 * DeviceClass: name, labels, annotations, resourceVersion; spec (selectors, config).
 * ResourceSlice: name; driver, nodeName, pool, per device its name and attributes.
+* ResourceClaim: name, namespace, labels; per allocated device its driver, pool and device;
+  the pods it is reserved for.
 * ValidatingAdmissionPolicy and its binding: name, labels, annotations,
   resourceVersion; spec (a pod contract compares with it; a name may be taken).
 * Deployment (the schedulers' a SharingPolicy names): name; its containers' names and images.
@@ -62,8 +65,13 @@ KEEP: Mapping[str, Tree] = {
             "volumes": {"name": ALL, "emptyDir": ALL},
             "nodeSelector": ALL,  # where an evicted pod may go (the capacity check)
             "tolerations": ALL,
+            "resourceClaims": {"name": ALL, "resourceClaimName": ALL},  # DRA: what it holds
         },
-        "status": {"phase": ALL},
+        "status": {
+            "phase": ALL,
+            "conditions": {"type": ALL, "status": ALL},  # a DRA kubelet plugin's readiness
+            "resourceClaimStatuses": ALL,  # the claims made for it from templates
+        },
     },
     "Node": {
         "metadata": {**_META, "annotations": ALL},
@@ -113,6 +121,14 @@ KEEP: Mapping[str, Tree] = {
     "ValidatingAdmissionPolicyBinding": {
         "metadata": {**_META, "annotations": ALL, "resourceVersion": ALL},
         "spec": ALL,
+    },
+    # who holds which GPU on a DRA pool: the devices allocated, the pods reserved for
+    "ResourceClaim": {
+        "metadata": _META,
+        "status": {
+            "allocation": {"devices": {"results": {"driver": ALL, "pool": ALL, "device": ALL}}},
+            "reservedFor": ALL,
+        },
     },
     "ResourceSlice": {
         "metadata": _META,

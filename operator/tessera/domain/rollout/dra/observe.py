@@ -4,7 +4,8 @@ Each node's devices as NVIDIA's driver publishes them are ``domain.dra.slices.sl
 
 - ``expected_devices``: what a node's slices must publish once its layout is live, from
   the same per-GPU resolution the device-plugin verification uses (``geometry.capacity``).
-- ``plugin_pods``: the kubelet-plugin pods of the pool's DaemonSet, by node.
+- ``plugin_pods``: the kubelet-plugin pods of the pool's DaemonSet, by node;
+  ``plugin_daemon_sets`` which DaemonSets a pass reads, ``with_devices`` the views with both.
 - ``with_claims``: pods whose ResourceClaims hold devices of ``gpu.nvidia.com`` in their
   node's pool are GPU pods: the drain evicts them, and the room check counts what they hold
   by the Tessera DeviceClass of each device's kind (``naming.geometry_class``).
@@ -23,7 +24,7 @@ from tessera.domain.geometry import capacity
 from tessera.domain.geometry.catalog import GpuModel
 from tessera.domain.geometry.layouts import GeometryError
 from tessera.domain.rollout import NodeView, PodView
-from tessera.domain.rollout.views import UNPUBLISHED, PluginPod
+from tessera.domain.rollout.views import UNPUBLISHED, DraNode, PluginPod
 
 Raw = Mapping[str, Any]
 
@@ -66,6 +67,42 @@ def plugin_pods(pods: Iterable[Raw], daemon_set: str) -> dict[str, tuple[PluginP
         if spec.get("nodeName"):
             out.setdefault(spec["nodeName"], []).append(view)
     return {node: tuple(sorted(p, key=lambda v: v.name)) for node, p in out.items()}
+
+
+def plugin_daemon_sets(
+    default: str, involved: Sequence[NodeView], pools: Mapping[str, SlicePool]
+) -> tuple[str, ...]:
+    """The kubelet-plugin DaemonSets (``<namespace>/<name>``) whose pods a pass reads: the
+    pool's (``default``) and any an in-flight record names, when a member is in flight or
+    publishes no complete pool (is its driver there?); none when every member is converged
+    and published (a converged pool reads the slices, nothing more)."""
+    flying = [v for v in involved if v.state is not None]
+    unpublished = any((p := pools.get(v.name)) is None or p.devices is None for v in involved)
+    if not flying and not unpublished:
+        return ()
+    named = {
+        t.plugin
+        for v in flying
+        for t in (v.state.target if v.state else None, v.state.last_good if v.state else None)
+        if t is not None and t.plugin is not None
+    }
+    return tuple(sorted({default} | named))
+
+
+def with_devices(
+    views: Iterable[NodeView],
+    pools: Mapping[str, SlicePool],
+    plugins: Mapping[str, Mapping[str, tuple[PluginPod, ...]]],
+) -> list[NodeView]:
+    """``views``, each with what the driver publishes on it and its kubelet-plugin pods
+    (``plugins``: node → DaemonSet → pods, as ``plugin_pods`` read them)."""
+
+    def one(view: NodeView) -> NodeView:
+        pool = pools.get(view.name)
+        devices = pool.devices if pool is not None else None
+        return replace(view, dra=DraNode(devices, plugins.get(view.name, {})))
+
+    return [one(v) for v in views]
 
 
 Allocations = dict[tuple[str, str], tuple[tuple[str, str, str], ...]]
