@@ -17,6 +17,7 @@ status drops it and nothing rolls (the pods keep their uids).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,9 @@ def _per_gpu(chosen: list[dict[str, Any]]) -> list[dict[str, int]]:
     return [dict(counts) for counts in layouts.per_device(pairs, 8)]
 
 
-def _events(kube: Kube, reason: str) -> list[Obj]:
+def _events(kube: Kube, reason: str, pool: str = POOL) -> list[Obj]:
     events = kube.list("/api/v1/events", field_selector="involvedObject.kind=NodePoolGeometry")
-    return [e for e in events if e["involvedObject"]["name"] == POOL and e.get("reason") == reason]
+    return [e for e in events if e["involvedObject"]["name"] == pool and e.get("reason") == reason]
 
 
 def _uids(kube: Kube, app: str) -> set[str]:
@@ -162,3 +163,74 @@ def test_autopilot_repartitions_idle_gpus_only_and_never_writes_the_spec(
     assert _uids(kube, "busy") == busy and _uids(kube, "want") == wanted
     code, body, text = suggest(reader, POOL, "--from-status")
     assert code == 0 and body["patch"] is None, text
+
+
+LATE_POOL, LATE_NS = "ap-late", "ap-late"
+
+
+def _waiting_for_approval(kube: Kube, gpu: int) -> str | None:
+    """The plan hash the pool waits for, once its recorded choice changes ``gpu`` (the outcome
+    after ``Changed`` is ``UsageUnknown``: the node does not run the choice yet)."""
+    obj = npg(kube, LATE_POOL) or {}
+    auto = (obj.get("status") or {}).get("autopilot") or {}
+    if not auto.get("layouts") or not _per_gpu(auto["layouts"])[gpu]:
+        return None
+    cond = condition(obj, "Reconciling") or {}
+    found = re.search(r"plan (\S+) needs approval", cond.get("message", ""))
+    return found.group(1) if cond.get("reason") == "WaitingForApproval" and found else None
+
+
+def test_a_pod_that_lands_on_a_chosen_gpu_before_the_node_starts_is_never_evicted(
+    kube: Kube, world: tuple[PodResourcesSim, GpuAgents]
+) -> None:
+    """The approval gate keeps the node waiting after the choice; a pod lands on the chosen
+    GPU (the simulated kubelet hands out the lowest free one); the rollout's recheck holds the
+    node, the choice for that GPU is withdrawn with an Event naming node and GPU, and the loop
+    chooses another idle GPU; approved, that one changes and no pod is ever evicted."""
+    sim, agents = world
+    [node] = fleet.create_nodes(kube, story.nodes(LATE_POOL))
+    spec = {
+        "nodeSelector": {"matchLabels": {c.POOL_LABEL: LATE_POOL}},
+        "mig": {"layouts": [{"devices": "all", "profiles": {}}]},
+        "autopilot": {**AUTOPILOT, "enabled": True},
+    }
+    kube.create(NPG, custom("NodePoolGeometry", LATE_POOL, spec))
+    wait_ready(kube, LATE_POOL, 120, f"{LATE_POOL} at whole GPUs")
+    kube.patch(f"{NPG}/{LATE_POOL}", {"spec": {"rollout": {"approval": "Manual"}}})
+    eventually(lambda: sim.inventory(node) is not None, 60, f"{node}'s devices published")
+    namespace(kube, LATE_NS)
+    serve(kube, LATE_NS, "busy", replicas=BUSY, node_selector={story.SERVES: LATE_POOL})
+    agents.start([node])
+    eventually(lambda: story.record(kube, sim, node), 60, "the agent's record of 3 pods")
+    want = deployment("want", resource=story.MIG_1G, replicas=WANTED)
+    want["spec"]["template"]["spec"]["nodeSelector"] = {story.SERVES: LATE_POOL}
+    kube.create(path_of("apps/v1", "deployments", namespace=LATE_NS), want)
+    eventually(lambda: _waiting_for_approval(kube, BUSY), 120, f"GPU {BUSY} chosen, unapproved")
+
+    # a pod lands on the chosen GPU while the node waits for approval
+    serve(kube, LATE_NS, "late", replicas=1, node_selector={story.SERVES: LATE_POOL})
+    uids = _uids_in(kube, LATE_NS)
+    record = eventually(lambda: story.record(kube, sim, node), 60, "the record of 4 pods")
+    [late] = [gpus for pod, gpus in record.pods.items() if "/late-" in pod]
+    assert late == (BUSY,), f"the late pod holds {late}, not the chosen GPU {BUSY}"
+
+    def withdrawn() -> Obj | None:
+        found = _events(kube, "AutopilotBusy", LATE_POOL)
+        return next((e for e in found if f"GPU {node}/{BUSY} holds" in e["message"]), None)
+
+    event = eventually(withdrawn, 60, "the Busy Event naming the node and the GPU")
+    assert f"its choice for GPU {BUSY} is withdrawn" in event["message"], event["message"]
+    digest = eventually(lambda: _waiting_for_approval(kube, BUSY + 1), 60, "another GPU chosen")
+    chosen = _per_gpu(npg(kube, LATE_POOL)["status"]["autopilot"]["layouts"])
+    assert chosen[BUSY] == {}, f"GPU {BUSY} holds the late pod and still changes: {chosen}"
+    assert _uids_in(kube, LATE_NS) == uids
+
+    patch = {"metadata": {"annotations": {c.APPROVE_PLAN_ANNOTATION: digest}}}
+    kube.patch(f"{NPG}/{LATE_POOL}", patch)
+    wait_running(kube, LATE_NS, "want", WANTED, timeout=240)
+    wait_ready(kube, LATE_POOL, 120, f"{LATE_POOL} with the autopilot's layout")
+    assert uids <= _uids_in(kube, LATE_NS), "a pod on the pool's node was evicted"
+
+
+def _uids_in(kube: Kube, ns: str) -> set[str]:
+    return {p["metadata"]["uid"] for p in kube.list(f"/api/v1/namespaces/{ns}/pods")}

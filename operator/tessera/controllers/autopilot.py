@@ -9,7 +9,7 @@ chose is written by the pass, in ``status.autopilot``; the spec is never written
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tessera.adapters.events import EventType
@@ -18,6 +18,7 @@ from tessera.api.v1alpha1.autopilot import AutopilotStatus
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.controllers.runtime import Context, ref_of
 from tessera.domain.cluster import autopilot as pilot
+from tessera.domain.cluster import autopilot_idle as idle
 from tessera.domain.cluster.objects import PoolObservation
 from tessera.observability import metrics
 
@@ -46,6 +47,7 @@ def decide(
     spec: NodePoolGeometrySpec,
     last: AutopilotStatus | None,
     seen: PoolObservation,
+    busy: Sequence[idle.Busy] = (),
 ) -> pilot.Step:
     name = obj["metadata"]["name"]
     pods: list[Obj] = []
@@ -53,7 +55,7 @@ def decide(
         pods = ctx.kube.list("/api/v1/pods", field_selector=UNBOUND)
         if pilot.demanding(pods):
             pods += _on(ctx, sorted(seen.targets))
-    step = pilot.step(name, spec, last, seen, pods, ctx.clock())
+    step = pilot.step(name, spec, last, seen, pods, ctx.clock(), busy)
     if step.announce and step.status is not None:
         outcome = step.status.outcome
         type_: EventType = "Warning" if outcome in _WARN else "Normal"

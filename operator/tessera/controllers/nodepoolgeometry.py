@@ -42,6 +42,7 @@ from tessera.controllers.runtime import Context, Result, custom_path, list_nodes
 from tessera.domain import rollout
 from tessera.domain.base.conditions import Verdict, landed
 from tessera.domain.cluster import autopilot as pilot
+from tessera.domain.cluster import autopilot_idle as idle
 from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.cluster import empty_pools, pools
 from tessera.domain.cluster import objects as cluster
@@ -93,9 +94,12 @@ def _steps(ctx: Context, obj: Obj, git: NodePoolGeometrySpec) -> skeleton.PassOu
             seen, dra = dra_pool.observe(ctx, spec, seen)
         agent_configs.ensure(ctx, where, name, spec, seen, configs.result())
         owners = {owner_id(n) for n in [name, *others.result()]}
-        plan, applied, tainted = _roll(ctx, obj, spec, nodes, seen, dra, sharing.result(), owners)
+        choosing = bool(pilot.chosen(git, last))
+        plan, applied, tainted, busy = _roll(
+            ctx, obj, spec, nodes, seen, dra, sharing.result(), owners, choosing
+        )
         synced = classes.result()
-    step = autopilot.decide(ctx, obj, git, last, seen)
+    step = autopilot.decide(ctx, obj, git, last, seen, busy)
     verdict = landed(_verdict(name, spec, seen, plan), applied)
     if tainted is not None:
         verdict = tainted.report(verdict)
@@ -129,10 +133,13 @@ def _roll(
     dra: dra_pool.DraObserved | None,
     sharing: Mapping[str, Any],
     owners: set[str],
-) -> tuple[rollout.Plan, bool, dra_taints.Synced | None]:
+    choosing: bool = False,
+) -> tuple[rollout.Plan, bool, dra_taints.Synced | None, tuple[idle.Busy, ...]]:
     """Plan the rollout over the pool's nodes and apply it: the plan, whether it all
-    landed, and on a DRA pool the devices its DeviceTaintRules hold once it did
-    (``controllers.dra.taints``: synced before the writes and after them)."""
+    landed, on a DRA pool the devices its DeviceTaintRules hold once it did
+    (``controllers.dra.taints``: synced before the writes and after them), and, while an
+    autopilot choice is the target (``choosing``), the nodes it would change that pods hold
+    (``cluster.autopilot_idle``): those are held, never drained."""
     desired, involved = seen.desired, list(seen.involved)
     if dra is not None and cluster.needs_pods(involved, desired):
         dra = dra_pool.with_claims(ctx, dra)
@@ -145,8 +152,19 @@ def _roll(
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     policy = pool_claims.policy(obj["metadata"]["name"], seen.claims, spec.rollout)
     room = driver.room(ctx, nodes, involved, desired, dra)
+    busy = idle.recheck(seen.owner, desired, involved, pods, policy.drain) if choosing else ()
     plan = rollout.plan(
-        seen.owner, policy, desired, involved, pods, pdbs, now, approved, room, queue=True
+        seen.owner,
+        policy,
+        desired,
+        involved,
+        pods,
+        pdbs,
+        now,
+        approved,
+        room,
+        queue=True,
+        hold=idle.hold(busy),
     )
     follow = None
     if dra is None:  # a DRA node's recount also reads its claims: the next pass makes it
@@ -161,7 +179,7 @@ def _roll(
     if dra is not None:  # and as the nodes are now: a node released here keeps none
         after = device_taints.after(involved, plan.actions)
         tainted = dra_taints.sync(ctx, ref, seen.owner, after, dra.pools, owners, remove=applied)
-    return plan, applied, tainted
+    return plan, applied, tainted, busy
 
 
 def finalize(ctx: Context, name: str) -> bool:

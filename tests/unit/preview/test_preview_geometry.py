@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from preview_builders import T0, converged, gpu_nodes, namespace, npg, pdb, pod, world
@@ -9,6 +10,7 @@ from preview_builders import T0, converged, gpu_nodes, namespace, npg, pdb, pod,
 from builders import LAYOUT_A, LAYOUT_B, custom
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import preview, rollout
+from tessera.domain.cluster import autopilot as pilot
 from tessera.domain.cluster import objects as cluster
 from tessera.domain.preview.geometry_configs import ranges
 from tessera.domain.rollout import targets
@@ -139,3 +141,62 @@ def test_pods_with_nowhere_to_run_are_a_warning_line_and_the_plan_still_changes(
     spare, _ = converged(ready(gpu_nodes("spare", 1)), npg("spare", LAYOUT_A))
     roomy = preview.preview(world(*nodes, *spare, cm, old, *pods), [npg("inf", LAYOUT_B)], T0)
     assert not any("InsufficientCapacity" in p for p in _one(roomy).problems)
+
+
+def _autopilot_pool(layout: Any = LAYOUT_A) -> dict[str, Any]:
+    pool = npg("inf", layout)
+    pool["spec"]["autopilot"] = {"profiles": {"H100-80GB": {"1g.10gb": {}, "3g.40gb": {}}}}
+    return pool
+
+
+def _with_choice(pool: dict[str, Any]) -> dict[str, Any]:
+    """``pool`` as the API server holds it once its autopilot chose GPU 5 for 1g.10gb x7."""
+    spec = NodePoolGeometrySpec.model_validate(pool["spec"])
+    live = copy.deepcopy(pool)
+    live["status"] = {
+        "autopilot": {
+            "layouts": [
+                {"devices": "all", "profiles": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}},
+                {"devices": "5", "profiles": {"1g.10gb": 7}},
+            ],
+            "basis": pilot.basis(spec),
+            "outcome": "Changed",
+            "reason": "7 pods want 1g.10gb for 6 min; GPU 5 is idle on each of the 2 node(s)",
+            "decidedAt": "2026-12-07T12:00:00Z",
+            "day": "2026-12-07",
+            "reconfigurations": [{"gpu": 5, "count": 1}],
+        }
+    }
+    return live
+
+
+def test_the_plan_targets_the_autopilots_choice_in_status_and_says_why() -> None:
+    pool = _autopilot_pool()
+    nodes, cm = converged(gpu_nodes("inf", 2), pool)
+    result = preview.preview(world(*nodes, cm, _with_choice(pool)), [pool], T0)
+    obj = _one(result)
+    assert obj.action == "unchanged"  # Git's manifest is what the cluster holds
+    assert [c.node for c in obj.changes] == ["inf-0", "inf-1"]
+    assert obj.changes[0].after.endswith("; 5: 7x1g.10gb"), obj.changes[0].after
+    assert obj.autopilot == (
+        "targets the choice in status.autopilot (Changed at 2026-12-07T12:00:00Z: 7 pods want "
+        "1g.10gb for 6 min; GPU 5 is idle on each of the 2 node(s))"
+    )
+    text = preview.render(result)
+    assert "  autopilot: targets the choice in status.autopilot (Changed" in text
+    # the hash is the operator's: the rollout of the effective spec
+    eff = pilot.effective(
+        NodePoolGeometrySpec.model_validate(pool["spec"]),
+        pilot.recorded(_with_choice(pool)["status"]),
+    )
+    seen = cluster.observe_pool("inf", eff, nodes, {})
+    assert obj.plan_hash == targets.plan_hash("NodePoolGeometry/inf", seen.desired)
+
+
+def test_a_change_of_gits_layouts_drops_the_choice_in_the_plan_too() -> None:
+    pool = _autopilot_pool()
+    nodes, cm = converged(gpu_nodes("inf", 2), pool)
+    result = preview.preview(world(*nodes, cm, _with_choice(pool)), [_autopilot_pool(LAYOUT_B)], T0)
+    obj = _one(result)
+    assert obj.autopilot == ""
+    assert obj.changes[0].after == "all: 7x1g.10gb"

@@ -158,8 +158,8 @@ class AutopilotStatus(ApiModel):
     )
     outcome: str = Field(
         default="",
-        description="The last decision: Changed, NothingFits, Served, Waiting, Idle, Off or "
-        "Invalid.",
+        description="The last decision: Changed, NothingFits, Served, Waiting, Idle, Busy, "
+        "UsageUnknown, Off or Invalid.",
     )
     reason: str = Field(default="", max_length=4096, description="Why, for a person.")
     decided_at: str = Field(default="", description="When the last decision was taken (RFC 3339).")

@@ -154,7 +154,7 @@ def suggest(inputs: Inputs) -> Suggestion:
     new = list(inputs.current)
     for change in decision.changes:
         new[change.gpu.index] = change.layout
-    return Suggestion(decision, _patch(new), tuple(lines))
+    return Suggestion(decision, patch(new), tuple(lines))
 
 
 def _per_pool(decision: choice.Decision, inputs: Inputs) -> str:
@@ -176,7 +176,7 @@ def _per_pool(decision: choice.Decision, inputs: Inputs) -> str:
     return "; ".join(parts)
 
 
-def _patch(per_index: list[demand.Counts]) -> dict[str, Any]:
+def patch(per_index: list[demand.Counts]) -> dict[str, Any]:
     """spec.mig.layouts for the per-index layouts: the commonest as ``all``, the rest by index."""
     common = max(set(per_index), key=lambda c: (per_index.count(c), c))
     out: list[dict[str, Any]] = [{"devices": "all", "profiles": dict(common)}]

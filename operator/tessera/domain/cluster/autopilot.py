@@ -14,6 +14,9 @@ the same reading as ``tessera suggest POOL``; ``suggestion.suggest``, the same d
   the Autopilot condition is False naming the model or the pod;
 - **usage unknown** on a node (a change still rolling out, no holders record): no change;
   it decides once every node's usage is known;
+- **busy**: a pod landed on a GPU the recorded choice changes before the rollout started its
+  node (``cluster.autopilot_idle``): that node is held, and the choice for the GPU is
+  withdrawn where no node runs it yet (then the loop decides again), else the node waits;
 - otherwise the decision: ``Changed`` (new layouts recorded, today's count per GPU index
   raised), ``NothingFits``, ``Served`` (free instances serve what pends), ``Waiting`` (pods
   pend, none yet for ``pendingFor``; look again then) or ``Idle`` (nothing pends).
@@ -42,6 +45,7 @@ from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain.autopilot import demand, suggestion
 from tessera.domain.autopilot.bounds import Bounds
 from tessera.domain.base.conditions import Status
+from tessera.domain.cluster import autopilot_idle as idle
 from tessera.domain.cluster import demand as live
 from tessera.domain.cluster.objects import PoolObservation, pod_view
 from tessera.domain.geometry import catalog
@@ -49,8 +53,8 @@ from tessera.domain.rollout import gates
 
 Raw = Mapping[str, Any]
 CHANGED, NOTHING_FITS, SERVED, WAITING, IDLE = "Changed", "NothingFits", "Served", "Waiting", "Idle"
-OFF, INVALID, UNKNOWN = "Off", "Invalid", "UsageUnknown"
-OUTCOMES = (CHANGED, NOTHING_FITS, SERVED, WAITING, IDLE, OFF, INVALID, UNKNOWN)
+OFF, INVALID, UNKNOWN, BUSY = "Off", "Invalid", "UsageUnknown", "Busy"
+OUTCOMES = (CHANGED, NOTHING_FITS, SERVED, WAITING, IDLE, OFF, INVALID, UNKNOWN, BUSY)
 CONDITION = "Autopilot"
 REASON_LIMIT = 4096
 
@@ -133,8 +137,10 @@ def step(
     seen: PoolObservation,
     pods: Sequence[Raw],
     now: datetime,
+    busy: Sequence[idle.Busy] = (),
 ) -> Step:
-    """The autopilot's decision for ``pool`` this pass (``seen`` observed with ``effective``)."""
+    """The autopilot's decision for ``pool`` this pass (``seen`` observed with ``effective``);
+    ``busy``: the rollout's recheck of the nodes the recorded choice changes (``idle``)."""
     auto = spec.autopilot
     if auto is None:
         return Step(None, False, (), None)
@@ -145,6 +151,8 @@ def step(
     if not auto.enabled:
         why = "the autopilot is off (spec.autopilot.enabled: false): the pool runs spec.mig.layouts"
         return _record(last, OFF, why, (), base, day, counts, now, "False")
+    if busy and picked:
+        return _busy(last, busy, picked, seen, base, day, counts, now)
     where = f"NodePoolGeometry/{pool}"
     eff = effective(spec, last)
     try:
@@ -184,6 +192,42 @@ def step(
     wait = _wait(inputs, outcome)
     out = _record(last, outcome, text, picked, base, day, counts, now, "True", pending)
     return Step(out.status, out.announce, out.profiles, out.condition, wait)
+
+
+def _busy(
+    last: AutopilotStatus | None,
+    busy: Sequence[idle.Busy],
+    picked: tuple[MigLayout, ...],
+    seen: PoolObservation,
+    base: str,
+    day: str,
+    counts: Mapping[int, int],
+    now: datetime,
+) -> Step:
+    """``Busy``: the choice withdrawn for the busy GPUs no node runs it on yet (their index
+    goes back to what every node runs there), the other busy nodes held until idle."""
+    back = idle.withdrawable(busy, seen.involved, sorted(seen.targets))
+    per_index = next(
+        (list(d.layout) for n, d in sorted(seen.desired.items()) if d.layout is not None), []
+    )
+    layouts = picked
+    if back and per_index:
+        for i, counts_i in back.items():
+            per_index[i] = counts_i
+        raw = suggestion.patch(per_index)["spec"]["mig"]["layouts"]
+        layouts = tuple(MigLayout.model_validate(lay) for lay in raw)
+    parts = [b.why for b in busy]
+    why = "; ".join(parts) + ": the autopilot changes idle GPUs only, nothing is evicted"
+    if back:
+        gpus = ", ".join(str(i) for i in sorted(back))
+        why += f"; its choice for GPU {gpus} is withdrawn, and it decides again"
+    held = sorted({b.node for b in busy if not set(b.gpus) or not set(b.gpus) <= set(back)})
+    if held:
+        why += f"; {', '.join(held)} wait(s) until the GPUs are idle"
+    out = _record(last, BUSY, why, layouts, base, day, counts, now, "True")
+    if not out.announce and last is not None and last.reason != why[:REASON_LIMIT]:
+        out = _record(None, BUSY, why, layouts, base, day, counts, now, "True")
+    return dataclasses.replace(out, requeue_after=1.0 if back else None)
 
 
 def _outcome(decision: Any, inputs: suggestion.Inputs) -> str:

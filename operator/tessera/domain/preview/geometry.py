@@ -1,7 +1,10 @@
 """The NodePoolGeometry part of a preview: the rollout the operator would start, node by node.
 
 The pool is observed with ``cluster.objects.observe_pool`` and planned with
-``rollout.plan``, exactly as the controller's next pass would, so the hash is
+``rollout.plan``, exactly as the controller's next pass would — with the layouts its
+autopilot recorded in ``status.autopilot`` in place of Git's while that choice applies
+(``cluster.autopilot.effective``; the preview says so, with the choice's reason), and the
+nodes a pod now holds chosen GPUs of held (``cluster.autopilot_idle``) — so the hash is
 the one the operator writes to ``status.plan.hash`` and an ``approval:
 Manual`` rollout can be approved from the reviewed preview. The agent
 ConfigMap text comes from ``pools.configs_document``, as the controller
@@ -19,6 +22,8 @@ from datetime import datetime
 from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
 from tessera.domain import rollout
+from tessera.domain.cluster import autopilot as pilot
+from tessera.domain.cluster import autopilot_idle as idle
 from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.cluster import empty_pools, pools
 from tessera.domain.cluster import objects as observe
@@ -65,9 +70,15 @@ def previews(
             continue
         name = manifest["metadata"]["name"]
         obj = after.of_kind(KIND)[name]
-        spec = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+        git = NodePoolGeometrySpec.model_validate(obj.get("spec") or {})
+        last = pilot.recorded((live.get(name) or {}).get("status"))
+        spec = pilot.effective(git, last)  # what the operator targets: Git's, or the choice
         seen = observe.observe_pool(name, spec, after.nodes, plugin, claimants, mig_configs)
-        preview = _pool(before, after, obj, spec, seen, now, loc)
+        chosen = bool(pilot.chosen(git, last))
+        preview = _pool(before, after, obj, spec, seen, now, loc, chosen)
+        if chosen and last is not None:
+            why = f"{last.outcome} at {last.decided_at}: {last.reason}"
+            preview = replace(preview, autopilot=f"targets the choice in status.autopilot ({why})")
         claims = seen.claims.conflicts_of(name)
         said = tuple(f"Conflict: {c.message}" for c in claims)
         empty = () if seen.targets or said else (empty_pools.verdict(name, spec),)
@@ -131,6 +142,7 @@ def _pool(
     seen: observe.PoolObservation,
     now: datetime,
     loc: Locations,
+    chosen: bool = False,
 ) -> ObjectPreview:
     name = obj["metadata"]["name"]
     on_dra = spec.allocation == "DRA"
@@ -148,7 +160,10 @@ def _pool(
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
     policy = pool_claims.policy(name, seen.claims, spec.rollout)
     room = rollout.room(map(observe.node_view, after.nodes), map(observe.pod_view, after.pods))
-    plan = rollout.plan(seen.owner, policy, desired, involved, pods, pdbs, now, approved, room)
+    busy = idle.recheck(seen.owner, desired, involved, pods, policy.drain) if chosen else ()
+    plan = rollout.plan(
+        seen.owner, policy, desired, involved, pods, pdbs, now, approved, room, hold=idle.hold(busy)
+    )
     changes = _changes(before, spec, seen, plan, pods, loc)
     before_cap, after_cap = _capacity(seen)
     problems = tuple(f"{p.node}: {p.message}" for p in plan.problems)

@@ -112,6 +112,8 @@ class ObjectPreview:
     deletion: Deletion | None = None  # action "delete": what its finalizer does
     devices: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """DRA pools: per DeviceClass, devices in the nodes' ResourceSlices now -> once applied."""
+    autopilot: str = ""
+    """NodePoolGeometry: the choice in ``status.autopilot`` the plan targets, with its reason."""
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,8 @@ def _object(o: ObjectPreview) -> list[str]:
             f"  plan {o.plan_hash}: {o.pods_to_evict} pod(s) to evict"
             + (f", blocked by PDB {', '.join(o.blocking_pdbs)}" if o.blocking_pdbs else "")
         )
+    if o.autopilot:
+        lines.append(f"  autopilot: {o.autopilot}")
     for change in o.changes[:NODES_SHOWN]:
         mode = (
             ""

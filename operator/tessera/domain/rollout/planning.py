@@ -151,6 +151,7 @@ def plan(
     *,
     bystanders: Sequence[NodeView] = (),
     queue: bool = False,
+    hold: Mapping[str, str] | None = None,
 ) -> Plan:
     """Decide this pass. ``pool`` is the owner id written on nodes (``NodePoolGeometry/x``).
 
@@ -162,7 +163,9 @@ def plan(
     ``bystanders``: members of the pool, not in ``desired`` nor ``nodes``, that this plan
     changes nothing on (a SharingPolicy's nodes that need no rollout): an unavailable one
     holds the budget all the same. ``queue``: mark the members waiting for their turn
-    ``PreferNoSchedule`` while the rollout is under way (``queueing``).
+    ``PreferNoSchedule`` while the rollout is under way (``queueing``). ``hold``: nodes that
+    must not start this pass, with why (the autopilot's recheck, ``cluster.autopilot_idle``):
+    they wait, Pending, and take no slot.
     """
     by_node: dict[str, list[PodView]] = defaultdict(list)
     for pod in pods:
@@ -187,6 +190,7 @@ def plan(
         approved_hash,
         released=released,
         bystanders=bystanders,
+        hold=hold,
     )
     gate = admitted.gate
     for o in admitted.outcomes:

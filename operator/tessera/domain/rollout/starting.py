@@ -83,6 +83,7 @@ def admit(
     *,
     released: Mapping[str, NodeView] | None = None,
     bystanders: Sequence[NodeView] = (),
+    hold: Mapping[str, str] | None = None,
 ) -> Starts:
     """Decide which candidates start, and who holds the budget.
 
@@ -95,6 +96,7 @@ def admit(
     when no other gate is closed, so the pool says ``InsufficientCapacity`` while nothing
     else moves. ``short`` is that shortfall, also while another gate (approval, window,
     pause) is closed: what opening it would meet, for ``tessera plan`` to say before approval.
+    ``hold``: candidates that do not start this pass whatever the gates, with why.
     """
     released = released or {}
     after = [released.get(n.name, n) for n in nodes] + list(bystanders)
@@ -104,7 +106,7 @@ def admit(
     if not candidates:
         return Starts(None, [], "", _sorted(taken))
     closed = gate(ctx, desired, approved)
-    slots = _Slots(ctx, taken, limit, room_for(ctx, nodes, taken, released))
+    slots = _Slots(ctx, taken, limit, room_for(ctx, nodes, taken, released), hold or {})
     scopes = {
         n.name: scope.decide(n, d, ctx.pods.get(n.name, ()), ctx.policy.drain)
         for n, d in candidates
@@ -138,8 +140,10 @@ class _Slots:
         taken: dict[str, Unavailable],
         limit: int,
         ledger: capacity.Ledger | None,
+        hold: Mapping[str, str],
     ) -> None:
         self.ctx, self.taken, self.limit, self.ledger = ctx, taken, limit, ledger
+        self.hold = hold
         self.held = {n: u for n, u in taken.items() if u.marked}  # Tessera's marks
         self.would = limit - len(taken)  # the slots an open gate would offer (the preview)
         self.starved: tuple[str, str] | None = None
@@ -163,6 +167,9 @@ class _Slots:
         already = self.taken.get(node.name)
         down = not node.ready or (already is not None and already.holder is Holder.NOT_READY)
         if wait.problem is not None:  # a pod kubectl would refuse to evict: never started
+            return wait
+        if node.name in self.hold:  # held by its caller (the autopilot's idle recheck)
+            wait.why = self.hold[node.name]
             return wait
         if closed is not None:
             wait.why = closed[1]
