@@ -5,7 +5,8 @@ the ``tessera-agent`` ServiceAccount, a token bound to its Pod on the node) over
 simulated ``npu-smi``, which decides from its own chip table whether a chip takes
 device-share mode; the device-plugin stand-in advertises what npu-smi holds (100 units of
 ``huawei.com/Ascend910`` per shared NPU, as Huawei's plugin with ``-shareDevCount=100``).
-A SharingPolicy switches the pool to ``spec.ascend.mode: VCannRT``: an outside watcher sees
+The SharingPolicy of config/samples/vcannrt switches the pool to ``spec.ascend.mode:
+VCannRT``: an outside watcher sees
 the nodes cordoned one at a time, each gets the label Huawei's Volcano plugin selects by, its
 agent reports device-share on and npu-smi reads it back on every NPU. The policy says the
 upstream notice and the unverified prerequisites as conditions and Warning Events. A pod
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from devcluster import fleet, npunode
 from tessera.adapters.informer import Informer
@@ -31,8 +34,9 @@ from .conftest import OperatorProcess
 from .helpers import condition, eventually, namespace
 from .sharing_support import SP, delete_policy, event_with, node, policy
 
-POOL = "vcann-pool"
-NAME = "vcann"
+SAMPLE = Path(__file__).parents[2] / "config/samples/vcannrt/sharingpolicy_vcannrt.yaml"
+POOL = "ascend-910b4"  # the sample's pool
+NAME = "vcannrt-910b4"  # the sample's name
 WORK = "vcann-work"
 NODES = [f"{POOL}-{i}" for i in range(2)]
 SHARE, STATE = c.NPU_DEVICE_SHARE_LABEL, c.NPU_DEVICE_SHARE_STATE_LABEL
@@ -75,24 +79,10 @@ def ascend_nodes(
     assert not problems, "the Ascend agents logged refusals or crashes:\n" + "\n".join(problems)
 
 
-def _spec(mode: str) -> dict[str, Any]:
-    """The pool's policy; template mode without ``spec.scheduler`` (no HAMi or Volcano runs
-    here, and HAMi's template mode needs no pod contract to show the switch)."""
-    found: dict[str, Any] = {
-        "nodeSelector": {"matchLabels": {c.POOL_LABEL: POOL}},
-        "backend": "Exclusive",
-        "ascend": {"mode": mode, "chip": "910B4"},
-        "scheduler": {
-            "name": "Volcano",
-            "podContract": "Deny",
-            "volcano": {"version": "v1.16.0"},
-            "hami": {"version": "v2.10.0"},
-        },
-        "rollout": {"maxUnavailable": 1},
-    }
-    if mode != "VCannRT":
-        del found["scheduler"]
-    return found
+def _templates() -> dict[str, Any]:
+    """The pool back on HAMi's template mode, as a merge patch of the sample's spec: no
+    ``spec.scheduler`` (no HAMi or Volcano runs here, and the switch needs no pod contract)."""
+    return {"ascend": {"mode": "Templates", "chip": "910B4"}, "scheduler": None}
 
 
 def _labels(kube: Kube, name: str) -> dict[str, str]:
@@ -168,15 +158,9 @@ def test_a_910b4_pool_switched_to_vcannrt_and_back_node_by_node(
     watcher = Watcher(kube)
     watcher.informer.start()
     try:
-        kube.create(
-            SP,
-            {
-                "apiVersion": c.API_VERSION,
-                "kind": "SharingPolicy",
-                "metadata": {"name": NAME},
-                "spec": _spec("VCannRT"),
-            },
-        )
+        sample = yaml.safe_load(SAMPLE.read_text())
+        assert sample["metadata"]["name"] == NAME
+        kube.create(SP, sample)  # config/samples' policy, as it is
         obj = _wait(kube, "on", "both nodes in device-share mode")
         for name in NODES:
             labels = _labels(kube, name)
@@ -212,7 +196,7 @@ def test_a_910b4_pool_switched_to_vcannrt_and_back_node_by_node(
 
         # and back: template mode switches every NPU off, read back by npu-smi
         watcher.most_at_once = 0
-        kube.patch(f"{SP}/{NAME}", {"spec": {**_spec("Templates"), "scheduler": None}})
+        kube.patch(f"{SP}/{NAME}", {"spec": _templates()})
         _wait(kube, "off", "both nodes out of device-share mode")
         for name in NODES:
             assert _labels(kube, name)[c.SOFT_SHARE_NODE_LABEL] == "false"
