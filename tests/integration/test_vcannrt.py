@@ -208,3 +208,28 @@ def test_a_910b4_pool_switched_to_vcannrt_and_back_node_by_node(
         assert condition(after, "ReferenceOnly") is None  # template mode carries no notice
     finally:
         watcher.informer.stop()
+
+
+def test_deleting_the_policy_switches_its_nodes_off(
+    kube: Kube, ascend_nodes: npunode.AscendNodes
+) -> None:
+    """A released node returns to the default at once (no policy's rollout settings are left
+    to govern a drain): device-share off, read back by npu-smi, the label false."""
+    if policy(kube, NAME) is not None:
+        delete_policy(kube, NAME)
+    kube.create(SP, yaml.safe_load(SAMPLE.read_text()))
+    _wait(kube, "on", "both nodes in device-share mode")
+    delete_policy(kube, NAME)
+
+    def off() -> bool:
+        return all(
+            _labels(kube, n).get(SHARE) == "off"
+            and _labels(kube, n).get(STATE) == "success"
+            and _shared(ascend_nodes, n) == {"0": False, "1": False}
+            for n in NODES
+        )
+
+    eventually(off, 90, "both nodes switched off after the policy's deletion")
+    for name in NODES:
+        assert _labels(kube, name)[c.SOFT_SHARE_NODE_LABEL] == "false"
+        assert not node(kube, name)["spec"].get("unschedulable")

@@ -142,6 +142,8 @@ def _converge(
         stale = rollout_targets.stale_mode_labels(plan.assignment, snap.facts)
         applied = sharing_apply.apply(ctx, plan, snap.nvidia, snap.ascend)
         writes = applied.writes + sharing_apply.drop_mode_labels(ctx, stale)
+        shared = rollout_targets.stale_device_share(plan.assignment, snap.facts)
+        writes += sharing_apply.switch_device_share_off(ctx, shared)
         _announce(ctx, obj, plan, snap, plugin_map=applied.plugin_map, without=without)
         total += writes
         if writes == 0:

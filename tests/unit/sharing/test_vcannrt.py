@@ -226,3 +226,11 @@ def test_a_read_back_that_disagrees_names_the_npu() -> None:
     assert device_share.mismatch({0: True, 1: True}, "on") == ""
     wrong = device_share.mismatch({0: True, 1: None, 2: False}, "on")
     assert wrong == "device-share on not read back: NPU 1 reads unreadable, NPU 2 reads False"
+
+
+def test_a_released_node_still_shared_is_switched_off_a_governed_one_is_not() -> None:
+    kept, freed = b4(ON, name="b4-0"), b4(ON, {POOL: "gone"}, name="b4-1")
+    never = b4({POOL: "gone"}, name="b4-2")
+    seen = {n.name: n for n in (kept, freed, never)}
+    plan = planning.plan([_vcannrt()], planning.SharingObserved(nodes=tuple(seen.values())))
+    assert rollout_targets.stale_device_share(plan.assignment, seen) == ("b4-1",)

@@ -121,3 +121,17 @@ def stale_mode_labels(assignment: Assignment, nodes: Mapping[str, NodeFacts]) ->
             and name not in assignment.held
         )
     )
+
+
+def stale_device_share(assignment: Assignment, nodes: Mapping[str, NodeFacts]) -> tuple[str, ...]:
+    """Released nodes still asking device-share ``on``: switched ``off`` with the release, at
+    once like any released node (no policy's rollout settings are left to govern a drain)."""
+    return tuple(
+        sorted(
+            name
+            for name, node in nodes.items()
+            if node.labels.get(c.NPU_DEVICE_SHARE_LABEL) == "on"
+            and name not in assignment.owner
+            and name not in assignment.held
+        )
+    )
