@@ -57,6 +57,7 @@ class NpuChip:
     ai_core: int
     whole_resource: str
     templates: dict[str, NpuTemplate]
+    device_share: bool = False  # npu-smi set -t device-share works on it (vCANN-RT)
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -97,6 +98,7 @@ def _chips() -> dict[str, NpuChip]:
                 name: NpuTemplate(int(t["ai_core"]), t["resource"])
                 for name, t in row["templates"].items()
             },
+            device_share=bool(row.get("device_share", False)),
         )
         for name in (chip.chip, *(row.get("names") or ())):
             out[str(name)] = chip

@@ -26,6 +26,8 @@ from tessera.adapters.informer import Informer
 from tessera.adapters.kube import Kube, path_of
 from tessera.api import constants as c
 
+SHARE_DEV_COUNT = 100  # the device plugin's -shareDevCount, the only value soft sharing allows
+
 
 def advertised(
     chip: hardware.NpuChip, npus: int, state: Mapping[str, Mapping[str, Any]]
@@ -34,6 +36,12 @@ def advertised(
     out: dict[str, int] = {}
     for npu in range(npus):
         created = state.get(str(npu)) or {}
+        if fake_npu_smi.device_shared(state, npu) and not created:
+            # Huawei's plugin with -shareDevCount=100: a shared chip is 100 units, one per
+            # AI-core percent (what vCANN-RT's pods request)
+            key = f"huawei.com/{chip.whole_resource}"
+            out[key] = out.get(key, 0) + SHARE_DEV_COUNT
+            continue
         if not created:
             key = f"huawei.com/{chip.whole_resource}"
             out[key] = out.get(key, 0) + 1

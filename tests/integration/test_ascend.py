@@ -197,7 +197,7 @@ def test_the_agent_token_may_change_its_own_node_and_no_other(
 
 
 # What the agent's token may not do to its own Node: the agents report through the vNPU state
-# label, its two annotations and the GPU agent's tessera.io/gpu-holders, nothing else (a compromised agent must not uncordon its Node, drop
+# labels (vNPU config, vCANN-RT device-share), their annotations and the GPU agent's tessera.io/gpu-holders, nothing else (a compromised agent must not uncordon its Node, drop
 # Tessera's taint, relabel it to attract workloads or forge another component's annotation).
 OWN_NODE_REFUSALS = {
     "cordon": ({"spec": {"unschedulable": True}}, "may not change the spec of Node"),
@@ -207,11 +207,15 @@ OWN_NODE_REFUSALS = {
     ),
     "label": (
         {"metadata": {"labels": {c.VNPU_CONFIG_LABEL: "forged"}}},
-        "may change only the label tessera.io/vnpu.config.state of Node",
+        "may change only the labels tessera.io/vnpu.config.state and",
+    ),
+    "device-share request": (
+        {"metadata": {"labels": {c.NPU_DEVICE_SHARE_LABEL: "on", c.SOFT_SHARE_NODE_LABEL: "true"}}},
+        "may change only the labels tessera.io/vnpu.config.state and",
     ),
     "new label": (
         {"metadata": {"labels": {"x.test/attract": "yes"}}},
-        "may change only the label tessera.io/vnpu.config.state of Node",
+        "may change only the labels tessera.io/vnpu.config.state and",
     ),
     "annotation": (
         {"metadata": {"annotations": {"x.test/probe": "x"}}},

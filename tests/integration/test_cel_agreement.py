@@ -453,6 +453,13 @@ CASES: dict[str, dict[str, list[Case]]] = {
             ok("ascend-hami", {"spec.ascend": {"mode": "Templates"}}),
         ],
     },
+    "spec.ascend.mode VCannRT is scheduled by Volcano alone": {
+        f"{SP} spec": [
+            no("ascend-hami", {"spec.ascend": {"mode": "VCannRT"}}),
+            no("ascend-hami", {"spec.ascend": {"mode": "VCannRT"}, "spec.scheduler": {"name": "HAMi"}}),
+            ok("ascend-hami", {"spec.ascend": {"mode": "VCannRT", "chip": "910B4"}, "spec.scheduler": {"name": "Volcano", "volcano": {}}}),
+        ],
+    },
     # the Ascend support matrix (ascend_support), both rules
     ") does not support ": {
         f"{SP} spec.ascend": [

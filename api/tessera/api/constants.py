@@ -42,6 +42,14 @@ GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 NPU_PRODUCT_LABEL = "tessera.io/npu.product"
 VNPU_CONFIG_LABEL = "tessera.io/vnpu.config"
 VNPU_CONFIG_STATE_LABEL = "tessera.io/vnpu.config.state"
+# vCANN-RT (SharingPolicy spec.ascend.mode VCannRT): the device-share mode Tessera asks of the
+# node's Ascend agent (on|off), the agent's answer (pending|success|failed, the reason in the
+# error annotation), and the node label Huawei's Volcano plugin and device plugin select
+# soft-sharing nodes by (true|false; docs/facts/ascend.md §vCANN-RT).
+NPU_DEVICE_SHARE_LABEL = "tessera.io/npu.device-share"
+NPU_DEVICE_SHARE_STATE_LABEL = "tessera.io/npu.device-share.state"
+NPU_DEVICE_SHARE_ERROR_ANNOTATION = "tessera.io/npu.device-share.error"
+SOFT_SHARE_NODE_LABEL = "huawei.com/scheduler.chip1softsharedev.enable"
 
 ACCELERATOR_RESOURCE_PREFIXES = ("nvidia.com/", "huawei.com/")
 

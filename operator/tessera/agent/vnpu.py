@@ -8,6 +8,9 @@ destroys the vNPUs it created before, creates the config's vNPUs with
 ``success`` — or ``failed`` with the reason in ``tessera.io/vnpu.config.error``.
 The operator then verifies the node's allocatable (the Ascend device plugin
 advertises the new vNPUs after it restarts).
+
+The same agent switches the node's NPUs into vCANN-RT's device-share mode and back
+(``tessera.agent.device_share``), asked by ``tessera.io/npu.device-share``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 import yaml
 
 from tessera.adapters.kube import ApiError, Kube, path_of
+from tessera.agent.device_share import DeviceShare
 from tessera.api import constants as c
 from tessera.domain.geometry import npusmi
 
@@ -43,6 +47,7 @@ class VnpuAgent:
         self.npu_smi = npu_smi
         self.configmap = configmap
         self._lock = threading.Lock()
+        self.device_share = DeviceShare(kube, node, npu_smi)
 
     def on_node(self, kind: str, obj: dict[str, Any]) -> None:
         """Informer callback: act when the wanted config is not the applied one."""
@@ -55,6 +60,7 @@ class VnpuAgent:
                 log.warning("%s: cannot read the node: %s", self.node, err)
                 return
             self.step(fresh)
+            self.device_share.step(fresh)
 
     def step(self, node: Mapping[str, Any]) -> None:
         meta = node["metadata"]

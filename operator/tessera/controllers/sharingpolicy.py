@@ -59,6 +59,7 @@ def _steps(ctx: Context, obj: Obj, spec: SharingPolicySpec) -> skeleton.PassOutc
             return None
         rolled = sharing_rollout.run(ctx, obj, spec, plan, snap.facts, snap.nodes)
     summary = status.summarize(plan, name, snap.facts.values())
+    _warn_once(ctx, obj, summary.verdict)
     verdict = _verdict(summary.verdict, rolled, snap.missing_pools.get(name))
     synced = dra_classes.sync(ctx, snap.nodes.values())  # classes are shared: every pass
     on_dra = any(p.name == name and p.dra_pool for p in snap.policies)
@@ -141,6 +142,8 @@ def _converge(
         stale = rollout_targets.stale_mode_labels(plan.assignment, snap.facts)
         applied = sharing_apply.apply(ctx, plan, snap.nvidia, snap.ascend)
         writes = applied.writes + sharing_apply.drop_mode_labels(ctx, stale)
+        shared = rollout_targets.stale_device_share(plan.assignment, snap.facts)
+        writes += sharing_apply.switch_device_share_off(ctx, shared)
         _announce(ctx, obj, plan, snap, plugin_map=applied.plugin_map, without=without)
         total += writes
         if writes == 0:
@@ -186,6 +189,17 @@ def _announce(
     for doc in (snap.nvidia, snap.ascend):
         if doc.error and obj is not None:
             ctx.events.post(ref_of(obj), "HAMiConfigUnreadable", doc.error, ctx.clock(), "Warning")
+
+
+WARNED_ONCE = {"ReferenceOnly": "True", "Prerequisites": "Unknown"}
+"""Conditions also told as a Warning Event, once per policy and message (vCANN-RT's)."""
+
+
+def _warn_once(ctx: Context, obj: Obj, verdict: Verdict) -> None:
+    uid = str(obj["metadata"].get("uid", ""))
+    for kind, status_, reason, message in verdict.extra:
+        if WARNED_ONCE.get(kind) == status_ and ctx.events.first(uid, reason, message):
+            ctx.events.post(ref_of(obj), reason, message, ctx.clock(), "Warning")
 
 
 def _ref(name: str, obj: Obj | None, snap: sharing_observe.Snapshot) -> Ref:

@@ -191,3 +191,19 @@ def test_a_mindcluster_policy_guards_npu_core_with_its_labels_and_counts() -> No
     assert not any("runtimeClassName" in t or "hami-core" in t for t in texts)
     assert "huawei.com/npu-core" in cel.match_condition(found)["expression"]
     assert "label vnpu-level: low or high" in cel.summary(found)
+
+
+def test_a_vcannrt_policy_guards_pods_carrying_the_soft_share_labels() -> None:
+    vc = spec(ascend={"mode": "VCannRT"}, scheduler=VOLCANO)
+    found = admission.contract_of("vc", vc, ["910B4"])
+    assert found is not None and found.vcannrt and found.ascend is None and not found.mindcluster
+    assert found.resources == ()  # huawei.com/Ascend910 also names whole NPUs elsewhere
+    condition = cel.match_condition(found)["expression"]
+    assert "huawei.com/scheduler.softShareDev.aicoreQuota" in condition
+    texts = [v["messageExpression"] for v in cel.validations(found)]
+    assert any("aicoreQuota is " in t and "1 to 100" in t for t in texts)
+    assert any("hbmQuota is " in t and "in MB, at least 1" in t for t in texts)
+    assert any("policy is " in t and "fixed-share, elastic, best-effort" in t for t in texts)
+    assert any("equal to label huawei.com/scheduler.softShareDev.aicoreQuota" in t for t in texts)
+    assert any("does not support privileged containers" in t for t in texts)
+    assert not any("runtimeClassName" in t or "vnpu-level" in t for t in texts)

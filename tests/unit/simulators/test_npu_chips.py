@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from devcluster import fake_npu_smi, hardware, npunode
-from tessera.domain.geometry import ascend
+from tessera.domain.geometry import ascend, device_share
 
 
 @pytest.mark.parametrize("name", ["310P3", "910B4", "910B4-1"])
@@ -53,3 +54,36 @@ def test_npu_smi_refuses_what_the_chip_cannot_hold(
         "huawei.com/Ascend310P-2c.1cpu": 1,
         "huawei.com/Ascend310P": 1,  # the second NPU is whole
     }
+
+
+def _run(script: Path, argv: list[str], answer: str = "") -> tuple[int, str]:
+    done = subprocess.run([str(script), *argv], input=answer, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_device_share_is_switched_confirmed_and_read_back_in_tesseras_words(
+    tmp_path: Path,
+) -> None:
+    script = fake_npu_smi.install(tmp_path, "910B4")
+    rc, said = _run(script, device_share.info_command(1))
+    assert rc == 0 and device_share.parse_status(said) is False
+    (on,) = device_share.set_commands(1, "on")
+    rc, said = _run(script, on)  # no answer to npu-smi's prompt: nothing changes
+    assert rc == 1 and "cancelled" in said
+    rc, said = _run(script, on, device_share.CONFIRM)
+    assert rc == 0 and "set successfully" in said
+    assert device_share.parse_status(_run(script, device_share.info_command(0))[1]) is True
+    state = json.loads((tmp_path / "state.json").read_text())
+    chip = hardware.npu_chip("910B4")
+    # the device-plugin stand-in: a shared NPU is 100 units, the other one whole
+    assert npunode.advertised(chip, 2, state) == {"huawei.com/Ascend910": 101}
+    (off,) = device_share.set_commands(1, "off")
+    assert _run(script, off, device_share.CONFIRM)[0] == 0
+    assert device_share.parse_status(_run(script, device_share.info_command(0))[1]) is False
+
+
+def test_npu_smi_refuses_device_share_on_a_chip_its_table_does_not_mark(tmp_path: Path) -> None:
+    script = fake_npu_smi.install(tmp_path, "310P3")
+    (on,) = device_share.set_commands(1, "on")
+    rc, said = _run(script, on, device_share.CONFIRM)
+    assert rc == 1 and "does not support" in said

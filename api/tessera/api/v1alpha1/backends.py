@@ -66,7 +66,7 @@ AscendMode = Literal["Templates", "HAMiCore", "MindCluster", "VCannRT"]
 """How a SharingPolicy shares matching Ascend NPUs (``spec.ascend.mode``); ``ASCEND_MODES``
 its rows."""
 
-ServedAscendMode = Literal["Templates", "HAMiCore", "MindCluster"]
+ServedAscendMode = Literal["Templates", "HAMiCore", "MindCluster", "VCannRT"]
 """The modes Tessera reconciles: the CRD's enum (a mode not served yet is refused there)."""
 
 
@@ -86,6 +86,8 @@ ASCEND_MODES: Mapping[AscendMode, AscendModeRow] = {
     # Volcano's MindCluster dynamic vNPU on the 310P family: Huawei's device plugin creates
     # vNPUs per pod (presetVirtualDevice false), Volcano's deviceshare picks the template.
     "MindCluster": AscendModeRow(True, False, "Volcano MindCluster dynamic vNPU", hami=False),
-    # Huawei's vCANN-RT soft slicing on Atlas 300I A2 / 800I A2 (issue 31): not served yet.
-    "VCannRT": AscendModeRow(False, False, "vCANN-RT soft slicing", hami=False),
+    # Huawei's vCANN-RT soft slicing on Atlas 300I A2 / 800I A2 (910B4): Tessera's Ascend agent
+    # switches each NPU into device-share mode, Huawei's device plugin (shareDevCount 100) and
+    # its Volcano plugin (chip1-softShareDev) share it by AI-core percent and HBM MB.
+    "VCannRT": AscendModeRow(True, False, "vCANN-RT soft slicing", hami=False),
 }

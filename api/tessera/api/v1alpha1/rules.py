@@ -101,7 +101,7 @@ def messages() -> frozenset[str]:
     }
     fixed |= {vgpu.NO_MIXING, vgpu.VGPU_ALONE, vgpu.VGPU_NOT_DRA, vgpu.VGPU_NO_FORCE}
     fixed |= {sched.VOLCANO_BLOCK, sched.FOR_HAMI, sched.NOT_DRA, PER_DEVICE_IN_CLASS}
-    fixed |= {sched.MINDCLUSTER_VOLCANO}
+    fixed |= {sched.MINDCLUSTER_VOLCANO, sched.VCANNRT_VOLCANO}
     blocks = {_block_message(block, backend) for block, backend in _BLOCKS}
     blocks |= {no_dra_message(backend) for backend in backends.not_dra()}
     blocks |= {ASCEND_MODE_AND_SOFT_SLICING}
@@ -280,6 +280,10 @@ def _sharing(spec: Spec) -> Iterator[Broken]:
         scheduler = spec.get("scheduler")
         if not isinstance(scheduler, Mapping) or scheduler.get("name") != "Volcano":
             yield "ascend.mode", sched.MINDCLUSTER_VOLCANO
+    if isinstance(ascend, Mapping) and ascend.get("mode") == "VCannRT":
+        scheduler = spec.get("scheduler")
+        if not isinstance(scheduler, Mapping) or scheduler.get("name") != "Volcano":
+            yield "ascend.mode", sched.VCANNRT_VOLCANO
     yield from _rollout(spec)
 
 

@@ -21,6 +21,11 @@ MINDCLUSTER_VOLCANO = (
     "spec.ascend.mode MindCluster is Volcano's deviceshare plugin (AscendMindClusterVNPUEnable): "
     "set spec.scheduler {name: Volcano, volcano: {}}"
 )
+VCANNRT_VOLCANO = (
+    "spec.ascend.mode VCannRT is scheduled by Volcano alone (Huawei's Volcano plugin, policy "
+    "chip1-softShareDev): set spec.scheduler {name: Volcano, volcano: {}} so the pod contract "
+    "is enforced"
+)
 VERSION_PATTERN = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"
 
 

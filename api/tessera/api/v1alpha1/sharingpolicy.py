@@ -124,7 +124,9 @@ class AscendSharing(ApiModel):
         description="How matching Ascend nodes are shared: Templates (the driver's vir* "
         "templates, allocated whole by HAMi), HAMiCore (HAMi hami-vnpu-core soft slicing) or "
         "MindCluster (Volcano's MindCluster dynamic vNPU: Huawei's device plugin creates a vNPU "
-        "per pod; 310P only, scheduler Volcano). Absent: from softSlicing.",
+        "per pod; 310P only, scheduler Volcano) or VCannRT (Huawei's vCANN-RT soft slicing: "
+        "Tessera's Ascend agent switches each NPU into device-share mode; 910B4 only, scheduler "
+        "Volcano; reference-only upstream). Absent: from softSlicing.",
     )
     soft_slicing: bool | None = Field(
         default=None,
@@ -277,6 +279,12 @@ class SharingPolicySpec(ApiModel):
                 "!has(self.ascend) || !has(self.ascend.mode) || self.ascend.mode != 'MindCluster' "
                 "|| (has(self.scheduler) && self.scheduler.name == 'Volcano')",
                 scheduler_rules.MINDCLUSTER_VOLCANO,
+                ".ascend.mode",
+            ),
+            cel(
+                "!has(self.ascend) || !has(self.ascend.mode) || self.ascend.mode != 'VCannRT' "
+                "|| (has(self.scheduler) && self.scheduler.name == 'Volcano')",
+                scheduler_rules.VCANNRT_VOLCANO,
                 ".ascend.mode",
             ),
         )

@@ -27,7 +27,7 @@ from tessera.api import constants as c
 from tessera.controllers.runtime import Context
 from tessera.controllers.sharing.observe import ConfigDocument, serialize
 from tessera.domain.schedulers.hami import nodes as hami
-from tessera.domain.sharing import planning
+from tessera.domain.sharing import planning, vcannrt
 from tessera.domain.sharing.configmap import ConfigMapPlan
 from tessera.domain.sharing.rollout_targets import HAMI_MODE_LABEL
 
@@ -81,6 +81,21 @@ def drop_mode_labels(ctx: Context, names: Iterable[str]) -> int:
     done = 0
     for name in names:
         patch = {"metadata": {"labels": {HAMI_MODE_LABEL: None}}}
+        try:
+            ctx.kube.patch(path_of("v1", "nodes", name), patch)
+            done += 1
+        except ApiError as err:
+            if not err.not_found:
+                raise
+    return done
+
+
+def switch_device_share_off(ctx: Context, names: Iterable[str]) -> int:
+    """Ask the Ascend agent of nodes no vCANN-RT policy governs any more for device-share off
+    (``vcannrt.labels``); the agent switches every NPU and reads it back."""
+    done = 0
+    for name in names:
+        patch = {"metadata": {"labels": vcannrt.labels("off")}}
         try:
             ctx.kube.patch(path_of("v1", "nodes", name), patch)
             done += 1

@@ -13,11 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tessera.domain.admission.contract import (
+    AICORE_QUOTA_LABEL,
     ASCEND_RUNTIME_CLASS,
     HAMI_CORE,
+    HBM_QUOTA_LABEL,
     NPU_CORE,
     RING_CONTROLLER_310P,
     RING_CONTROLLER_LABEL,
+    SHARE_POLICIES,
+    SHARE_POLICY_LABEL,
+    SHARED_NPU,
+    SOFT_SHARE_LABELS,
     VNPU_DVPP_LABEL,
     VNPU_DVPP_VALUES,
     VNPU_LEVEL_LABEL,
@@ -72,6 +78,16 @@ def match_condition(contract: Contract) -> dict[str, str]:
     )
     containers = f"({spec}.containers + (has({spec}.initContainers) ? {spec}.initContainers : []))"
     asks = f"{containers}.exists(c, {_asks_any('c', contract.resources)})"
+    if contract.vcannrt:  # its pods are told apart by the labels, not by huawei.com/Ascend910
+        meta = (
+            "(has(object.spec.template) ? object.spec.template.metadata : "
+            "(has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template.metadata : "
+            "object.metadata))"
+        )
+        labelled = (
+            f"(has({meta}.labels) && {_names(SOFT_SHARE_LABELS)}.exists(k, k in {meta}.labels))"
+        )
+        asks = f"({asks} || {labelled})"
     changed = (
         "request.operation != 'UPDATE' || (has(object.spec.jobTemplate) ? "
         "object.spec.jobTemplate != oldObject.spec.jobTemplate : "
@@ -114,7 +130,65 @@ def validations(contract: Contract) -> list[dict[str, str]]:
         out.extend(_memory(contract, r) for r in part.memory)
     if contract.mindcluster:
         out.extend(_mindcluster(contract))
+    if contract.vcannrt:
+        out.extend(_vcannrt(contract))
     return out
+
+
+def _vcannrt(contract: Contract) -> list[dict[str, str]]:
+    """vCANN-RT: the three softShareDev labels Huawei's Volcano plugin reads, each in its
+    range; each container's huawei.com/Ascend910 equal to the AI-core percent (one physical
+    NPU per container); no privileged container (vCANN-RT does not support them)."""
+    who = f"pods carrying the softShareDev labels of SharingPolicy {contract.policy}"
+    core, hbm, pol = AICORE_QUOTA_LABEL, HBM_QUOTA_LABEL, SHARE_POLICY_LABEL
+    labels = "variables.labels"
+
+    def number(label: str) -> str:
+        return f"('{label}' in {labels} && {labels}['{label}'].matches('{MB}'))"
+
+    core_ok = f"({number(core)} && int({labels}['{core}']) >= 1 && int({labels}['{core}']) <= 100)"
+    hbm_ok = f"({number(hbm)} && int({labels}['{hbm}']) >= 1)"
+    core_tail = f": {who} need label {core}: the AI-core percent of one NPU, 1 to 100"
+    hbm_tail = f": {who} need label {hbm}: the NPU memory in MB, at least 1"
+    pol_tail = f": {who} need label {pol}: {', '.join(SHARE_POLICIES)} (elastic is recommended)"
+    value = f"string(c.resources.limits['{SHARED_NPU}'])"
+    asks = f"has(c.resources) && has(c.resources.limits) && '{SHARED_NPU}' in c.resources.limits"
+    wrong = f"{asks} && (!{core_ok} || {value} != {labels}['{core}'])"
+
+    def describe(x: str) -> str:
+        return (
+            f"'container ' + {x}.name + ' requests {SHARED_NPU}: ' + "
+            f"string({x}.resources.limits['{SHARED_NPU}'])"
+        )
+
+    listing = _first(f"variables.containers.filter(c, {wrong})", describe)
+    npu_tail = (
+        f": under vCANN-RT a container asks {SHARED_NPU} equal to label {core} (its AI-core "
+        "percent of one physical NPU; more than one NPU per container is not supported)"
+    )
+    privileged = (
+        "has(c.securityContext) && has(c.securityContext.privileged) && "
+        "c.securityContext.privileged"
+    )
+    priv_list = _first(
+        f"variables.containers.filter(c, {privileged})",
+        lambda x: f"'container ' + {x}.name + ' is privileged'",
+    )
+    priv_tail = ": vCANN-RT does not support privileged containers"
+    return [
+        _validation(
+            core_ok, f"{lit('label ' + core + ' is ')} + {_label(core)} + {lit(core_tail)}"
+        ),
+        _validation(hbm_ok, f"{lit('label ' + hbm + ' is ')} + {_label(hbm)} + {lit(hbm_tail)}"),
+        _validation(
+            f"'{pol}' in {labels} && {labels}['{pol}'] in {_names(SHARE_POLICIES)}",
+            f"{lit('label ' + pol + ' is ')} + {_label(pol)} + {lit(pol_tail)}",
+        ),
+        _validation(f"!variables.containers.exists(c, {wrong})", f"{listing} + {lit(npu_tail)}"),
+        _validation(
+            f"!variables.containers.exists(c, {privileged})", f"{priv_list} + {lit(priv_tail)}"
+        ),
+    ]
 
 
 def _label(name: str) -> str:
@@ -284,4 +358,7 @@ def summary(contract: Contract) -> str:
         pieces.append(f"label {RING_CONTROLLER_LABEL}: {RING_CONTROLLER_310P}")
         pieces.append(f"label {VNPU_LEVEL_LABEL}: low or high")
         pieces.append(f"{NPU_CORE} 1, 2, 4 or 8·n")
+    if contract.vcannrt:
+        pieces.append(f"labels {', '.join(SOFT_SHARE_LABELS)} in range")
+        pieces.append(f"{SHARED_NPU} equal to the AI-core percent; no privileged container")
     return f"pods requesting {', '.join(contract.resources)} need " + "; ".join(pieces)

@@ -42,6 +42,15 @@ VNPU_LEVEL_LABEL = "vnpu-level"
 VNPU_LEVELS = ("low", "high")
 VNPU_DVPP_LABEL = "vnpu-dvpp"
 VNPU_DVPP_VALUES = ("yes", "no", "null")
+# vCANN-RT (docs/facts/ascend.md §vCANN-RT): Huawei's Volcano plugin reads a soft-sharing
+# job's AI-core percent, HBM MB and scheduling policy from these labels; each pod asks
+# huawei.com/Ascend910 equal to its AI-core percent (one physical NPU per container).
+AICORE_QUOTA_LABEL = "huawei.com/scheduler.softShareDev.aicoreQuota"
+HBM_QUOTA_LABEL = "huawei.com/scheduler.softShareDev.hbmQuota"
+SHARE_POLICY_LABEL = "huawei.com/scheduler.softShareDev.policy"
+SOFT_SHARE_LABELS = (AICORE_QUOTA_LABEL, HBM_QUOTA_LABEL, SHARE_POLICY_LABEL)
+SHARE_POLICIES = ("fixed-share", "elastic", "best-effort")
+SHARED_NPU = "huawei.com/Ascend910"
 HAMI_CHIPS = tuple(vnpus.SHIPPED)
 """The ``chipName``s HAMi v2.10's chart ships a ``vnpus`` entry for (docs/facts/hami.md
 §The pod contract); a node may report one Tessera's own catalog does not split."""
@@ -72,6 +81,7 @@ class Contract:
     ascend: AscendPart | None
     gpu: tuple[str, ...]  # NVIDIA slice resources (backend HAMiCore)
     mindcluster: bool = False  # spec.ascend.mode MindCluster: huawei.com/npu-core and labels
+    vcannrt: bool = False  # spec.ascend.mode VCannRT: pods carrying the softShareDev labels
 
     @property
     def resources(self) -> tuple[str, ...]:
@@ -104,13 +114,15 @@ def contract_of(
         return None
     part = _ascend(spec, chips) if spec.ascend is not None and spec.ascend.hami else None
     mindcluster = spec.ascend is not None and spec.ascend.effective_mode == "MindCluster"
+    vcannrt = spec.ascend is not None and spec.ascend.effective_mode == "VCannRT"
     gpu: tuple[str, ...] = ()
     if spec.backend == "HAMiCore":
         gpu = VOLCANO_GPU_RESOURCES if sched.name == "Volcano" else HAMI_GPU_RESOURCES
-    if part is None and not gpu and not mindcluster:
+    if part is None and not gpu and not mindcluster and not vcannrt:
         return None
     scheduler = names.get(sched.name) or SCHEDULER_NAMES[sched.name]
-    return Contract(name, sched.pod_contract, scheduler, sched.name, part, gpu, mindcluster)
+    kind = sched.name
+    return Contract(name, sched.pod_contract, scheduler, kind, part, gpu, mindcluster, vcannrt)
 
 
 def _ascend(spec: SharingPolicySpec, labels: Iterable[str]) -> AscendPart:

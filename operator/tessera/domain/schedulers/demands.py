@@ -58,11 +58,15 @@ class PolicyDemand:
     mindcluster: bool = False
     """``spec.ascend.mode`` MindCluster: Volcano's ``AscendMindClusterVNPUEnable`` and
     ``init-params`` ``presetVirtualDevice: "false"``; HAMi has no part in it."""
+    vcannrt: bool = False
+    """``spec.ascend.mode`` VCannRT: scheduled by Huawei's Volcano plugin, which Tessera does
+    not configure; neither HAMi's device config nor Volcano's deviceshare has a part in it
+    (``spec.scheduler`` serves its pod contract)."""
 
     @property
     def uses_hami(self) -> bool:
-        """HAMi's device config has a part in this policy (any but MindCluster alone)."""
-        return not self.mindcluster
+        """HAMi's device config has a part in this policy (any but MindCluster or vCANN-RT)."""
+        return not self.mindcluster and not self.vcannrt
 
     @property
     def volcano(self) -> VolcanoScheduler:
@@ -107,8 +111,9 @@ def demand(
     chips = chips_of(node_labels)
     ascend = spec.ascend is not None and spec.ascend.hami
     mindcluster = spec.ascend is not None and spec.ascend.effective_mode == "MindCluster"
+    vcannrt = spec.ascend is not None and spec.ascend.effective_mode == "VCannRT"
     return PolicyDemand(
-        policy, scheduler, chips, soft, hami_core, found, missing, ascend, mindcluster
+        policy, scheduler, chips, soft, hami_core, found, missing, ascend, mindcluster, vcannrt
     )
 
 
@@ -134,6 +139,6 @@ def volcano_demands(
     Tessera's part of it goes."""
     grouped: dict[ObjectKey, list[PolicyDemand]] = {key: [] for key in released}
     for one in demands:
-        if one.scheduler.name == "Volcano":
+        if one.scheduler.name == "Volcano" and not one.vcannrt:
             grouped.setdefault(ObjectKey.of(one.volcano.config_map), []).append(one)
     return {key: VolcanoDemand(key, tuple(ps)) for key, ps in sorted(grouped.items())}

@@ -14,6 +14,7 @@ from tessera.api.v1alpha1 import ascend_support
 from tessera.api.v1alpha1.sharingpolicy import AscendSharing
 from tessera.domain.base.rules import RuleError
 from tessera.domain.geometry.ascend import chips
+from tessera.domain.sharing import vcannrt
 from tessera.domain.sharing.nodes import NodeFacts
 
 
@@ -36,7 +37,50 @@ def check(ascend: AscendSharing, node: NodeFacts) -> tuple[RuleError, ...]:
         return (RuleError("spec.ascend.mode", refused, node.name),)
     if ascend.effective_mode == "MindCluster":
         return _mindcluster(node)
+    if ascend.effective_mode == "VCannRT":
+        return _vcannrt(node)
     return ()
+
+
+def _hami_plugin(node: NodeFacts) -> str:
+    """What shows HAMi's Ascend device plugin runs on ``node`` (``""``: nothing does)."""
+    if node.labels.get(c.HAMI_ASCEND_NODE_LABEL) == c.HAMI_ASCEND_NODE_VALUE:
+        return f"label {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE}"
+    registered = sorted(
+        k for k in node.annotations if k.startswith(c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX)
+    )
+    return f"annotation {registered[0]}" if registered else ""
+
+
+def _vcannrt(node: NodeFacts) -> tuple[RuleError, ...]:
+    """A vCANN-RT node runs Huawei's device plugin sharing each NPU (``-shareDevCount=100``,
+    which upstream does not allow with vNPUs), so HAMi's Ascend plugin there is a Conflict and
+    preset vNPUs hold the node; a version the node publishes that vCANN-RT does not run on
+    holds it too (docs/facts/ascend.md §vCANN-RT)."""
+    out = []
+    hami = _hami_plugin(node)
+    if hami:
+        rule = (
+            f"vCANN-RT and HAMi mode on the same node: HAMi's Ascend device plugin runs here "
+            f"({hami}); vCANN-RT needs Huawei's device plugin alone (-shareDevCount=100 "
+            f"-softShareDevConfigDir): remove {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE} "
+            "or govern the node by a HAMi-mode policy"
+        )
+        out.append(RuleError("spec.ascend.mode", rule, node.name, reason="Conflict"))
+    preset = sorted((k, n) for k, n in node.allocatable.items() if _static_vnpu(k) and n)
+    if preset:
+        shown = ", ".join(f"{k}: {n}" for k, n in preset)
+        rule = (
+            f"the node advertises preset vNPUs ({shown}); vCANN-RT shares whole NPUs and "
+            "Huawei's device plugin shares no chip split into vNPUs: roll its "
+            "NodePoolGeometry to whole NPUs (templates: {}) first"
+        )
+        out.append(RuleError("spec.ascend.mode", rule, node.name))
+    wrong = vcannrt.prerequisites((node,)).wrong
+    if wrong:
+        rule = "vCANN-RT needs " + vcannrt.NEEDS + "; " + "; ".join(wrong)
+        out.append(RuleError("spec.ascend.mode", rule, node.name))
+    return tuple(out)
 
 
 def _mindcluster(node: NodeFacts) -> tuple[RuleError, ...]:

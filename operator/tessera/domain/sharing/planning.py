@@ -28,6 +28,7 @@ from tessera.domain.sharing import (
     device_plugin,
     node_rules,
     states,
+    vcannrt,
 )
 from tessera.domain.sharing.assignment import Assignment, Policy, assign
 from tessera.domain.sharing.changes import Change
@@ -112,7 +113,7 @@ def plan(
             new = states.after(
                 target=target, nv=nv_new, asc=asc_new, nv_old=nv_old, data=data, result=result
             )
-            change = changes.classify(old, new, node.name)
+            change = vcannrt.change(result, node) or changes.classify(old, new, node.name)
             if change.disruptive and node.name not in cleared:
                 waiting[node.name] = change
                 hold = True

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from tessera.domain.base.conditions import Status, Verdict
 from tessera.domain.base.rules import summary
+from tessera.domain.sharing import vcannrt
 from tessera.domain.sharing.assignment import AssignmentConflict
 from tessera.domain.sharing.device_plugin import GPU
 from tessera.domain.sharing.nodes import NodeFacts, hami_gpus
@@ -56,6 +57,8 @@ def advertised(result: PolicyResult, node: NodeFacts) -> dict[str, int]:
     soft = result.ascend_fields or {}
     if node.vendor == "ascend" and soft.get("hami-vnpu-core") and node.npu_resource:
         out[node.npu_resource] += node.npus * int(soft["vDeviceCount"])
+    if node.vendor == "ascend" and vcannrt.governs(result):
+        out.update(vcannrt.allocatable("on", node) or {})
     return dict(out)
 
 
@@ -85,6 +88,7 @@ def unregistered(result: PolicyResult, node: NodeFacts) -> str:
 
 def summarize(plan: SharingPlan, policy: str, nodes: Iterable[NodeFacts]) -> Summary:
     result = plan.results[policy]
+    nodes = list(nodes)
     governed = set(plan.assignment.nodes_of(policy))
     conflicts = plan.assignment.conflicts_of(policy)
     contended = {n for c in conflicts for n in c.nodes}
@@ -104,8 +108,36 @@ def summarize(plan: SharingPlan, policy: str, nodes: Iterable[NodeFacts]) -> Sum
         applied=applied,
         conflicted=len(contended),
         advertised={k: str(v) for k, v in sorted(total.items()) if v},
-        verdict=_verdict(plan, result, governed, applied, conflicts, waiting),
+        verdict=_verdict(
+            plan, result, governed, applied, conflicts, waiting, _extra(result, nodes, governed)
+        ),
     )
+
+
+def _extra(
+    result: PolicyResult, nodes: Iterable[NodeFacts], governed: set[str]
+) -> tuple[tuple[str, Status, str, str], ...]:
+    """The conditions a policy carries beside Ready: HAMi's MPS fallback; vCANN-RT's
+    reference-only notice and what its nodes say of the prerequisites."""
+    true: Status = "True"
+    extra = tuple(("BackendFallback", true, "HAMiHasNoMPS", n) for n in result.notices)
+    if not vcannrt.governs(result):
+        return extra
+    mine = [n for n in nodes if n.name in governed]
+    found = vcannrt.prerequisites(mine)
+    if found.wrong:
+        pre: tuple[str, Status, str, str] = (
+            "Prerequisites",
+            "False",
+            "WrongVersion",
+            found.message,
+        )
+    elif found.unverified or not mine:
+        pre = ("Prerequisites", "Unknown", "Unverified", found.message or "no node governed")
+    else:
+        pre = ("Prerequisites", true, "Verified", f"every node publishes {vcannrt.NEEDS}")
+    notice = ("ReferenceOnly", true, "NotForCommercialUse", vcannrt.REFERENCE_ONLY)
+    return (*extra, notice, pre)
 
 
 def _pending(plan: SharingPlan, governed: set[str], result: PolicyResult) -> set[str]:
@@ -124,9 +156,8 @@ def _verdict(
     applied: int,
     conflicts: Iterable[AssignmentConflict],
     unregistered: Mapping[str, str],
+    extra: tuple[tuple[str, Status, str, str], ...] = (),
 ) -> Verdict:
-    true: Status = "True"
-    extra = tuple(("BackendFallback", true, "HAMiHasNoMPS", n) for n in result.notices)
     if result.errors:
         return Verdict("stalled", "InvalidSpec", summary(result.errors), extra)
     found = tuple(conflicts)
