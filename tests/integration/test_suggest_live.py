@@ -27,7 +27,7 @@ from builders import custom
 from devcluster import fleet, identity
 from devcluster.gpuagents import GpuAgents
 from devcluster.podresources import PodResourcesSim
-from tessera.adapters.kube import Kube, path_of
+from tessera.adapters.kube import ApiError, Kube, path_of
 from tessera.api import constants as c
 
 from . import story_support as story
@@ -49,12 +49,23 @@ def _rbac_from_docs() -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(block) if d]
 
 
+def _made(kube: Kube, path: str, body: dict[str, Any]) -> None:
+    """Create ``body``; one already there is the same (another module made the reader)."""
+    try:
+        kube.create(path, body)
+    except ApiError as err:
+        if not err.conflict:
+            raise
+
+
 @pytest.fixture(scope="module")
 def reader(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A kubeconfig of a ServiceAccount bound to the documented read-only roles, nothing else."""
+    """A kubeconfig of a ServiceAccount bound to the documented read-only roles, nothing else
+    (module-scoped and shared with test_autopilot: a second module finds them made)."""
     namespace(kube, READER.namespace)
     namespace(kube, c.MIG_PARTED_CONFIGMAP_NAMESPACE)
-    kube.create(
+    _made(
+        kube,
         path_of("v1", "serviceaccounts", namespace=READER.namespace),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": READER.name}},
     )
@@ -63,7 +74,7 @@ def reader(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Path:
     for role in _rbac_from_docs():
         name, ns = role["metadata"]["name"], role["metadata"].get("namespace", "")
         plural = "clusterroles" if role["kind"] == "ClusterRole" else "roles"
-        kube.create(path_of(rbac, plural, namespace=ns), role)
+        _made(kube, path_of(rbac, plural, namespace=ns), role)
         binding = {
             "apiVersion": rbac,
             "kind": role["kind"] + "Binding",
@@ -75,7 +86,7 @@ def reader(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Path:
             },
             "subjects": [subject],
         }
-        kube.create(path_of(rbac, plural.replace("roles", "rolebindings"), namespace=ns), binding)
+        _made(kube, path_of(rbac, plural.replace("roles", "rolebindings"), namespace=ns), binding)
     bearer = identity.token(kube, READER, seconds=3600)
     path = tmp_path_factory.mktemp("reader") / "kubeconfig"
     return identity.kubeconfig(kube, bearer, READER.name, path)
