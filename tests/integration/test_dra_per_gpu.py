@@ -32,7 +32,7 @@ from .dra_support import NPG, DraObjects, dra_objects, driver
 from .faults import agents, assert_released, pool_spec, wait_ready
 from .helpers import eventually, namespace, wait_running
 from .rollout_ledger import Ledger
-from .test_plan import plan, save_snapshot
+from .test_plan import plan_pool_live_and_offline
 
 __all__ = ["agents", "dra_objects", "driver"]
 pytestmark = pytest.mark.integration
@@ -71,19 +71,12 @@ def plan_says_what_moves(
     manifest = tmp_path / "split.yaml"
     spec = {**pool_spec(pool, SPLIT, maxUnavailable=1), "allocation": "DRA"}
     manifest.write_text(yaml.safe_dump(custom("NodePoolGeometry", pool, spec)))
-    code, live, text = plan(kubeconfig, manifest)
-    assert code == 2, text
-    [obj] = [o for o in live["objects"] if o["name"] == pool]
+    obj, text = plan_pool_live_and_offline(kubeconfig, manifest, pool, tmp_path)
     [change] = [ch for ch in obj["changes"] if ch["node"] == node]
     line = "GPUs 0-1 change (0-1: whole GPU -> 7x1g.10gb); 2 pods move, 2 stay"
     assert change["scope"] == line, text
     assert set(change["evicts"]) == moves and set(change["stays"]) == stays
     assert f"      {line}\n" in text
-    snap = tmp_path / "cluster.yaml"
-    save_snapshot(kubeconfig, snap)
-    code, offline, _ = plan(None, manifest, snapshot=snap)
-    assert code == 2
-    assert next(o for o in offline["objects"] if o["name"] == pool)["changes"] == obj["changes"]
 
 
 def test_a_dra_node_moves_only_the_claims_on_the_gpus_that_change(

@@ -37,7 +37,7 @@ from .conftest import OperatorProcess
 from .faults import NPG, assert_released, node_of, wait_ready
 from .helpers import app_pods, eventually, namespace, serve
 from .rollout_ledger import Ledger
-from .test_plan import plan, save_snapshot
+from .test_plan import plan_pool_live_and_offline
 
 pytestmark = pytest.mark.integration
 REPLICAS = 8
@@ -145,9 +145,7 @@ def _plan_says_what_moves(
     spec = {"nodeSelector": {"matchLabels": {c.POOL_LABEL: pool}}, **story.HALF_MIG}
     manifest = tmp_path / "half.yaml"
     manifest.write_text(yaml.safe_dump(custom("NodePoolGeometry", pool, spec)))
-    code, live, text = plan(kubeconfig, manifest)
-    assert code == 2, text
-    [obj] = [o for o in live["objects"] if o["name"] == pool]
+    obj, text = plan_pool_live_and_offline(kubeconfig, manifest, pool, tmp_path)
     [change] = obj["changes"]
     line = "GPUs 0-3 change (0-3: whole GPU -> 7x1g.10gb); 4 pods move, 4 stay"
     assert change["node"] == node and change["scope"] == line
@@ -158,11 +156,6 @@ def _plan_says_what_moves(
     assert set(change["stays"]) == _names_on(w, node, {4, 5, 6, 7})
     assert obj["pods_to_evict"] == 4
     assert f"      {line}\n" in text
-    snap = tmp_path / "cluster.yaml"
-    save_snapshot(kubeconfig, snap)
-    code, offline, _ = plan(None, manifest, snapshot=snap)
-    assert code == 2
-    assert next(o for o in offline["objects"] if o["name"] == pool)["changes"] == obj["changes"]
     changes: list[dict[str, Any]] = obj["changes"]
     return changes
 

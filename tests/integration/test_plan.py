@@ -71,6 +71,22 @@ def _ready(kube: Kube, path: str) -> bool:
     )
 
 
+def plan_pool_live_and_offline(
+    kubeconfig: Path, manifest: Path, pool: str, tmp_path: Path
+) -> tuple[dict[str, Any], str]:
+    """``tessera plan`` of ``manifest`` live (changes: exit 2), and from a snapshot of the
+    cluster, which must plan ``pool``'s changes alike; the live plan's ``pool`` and its text."""
+    code, live, text = plan(kubeconfig, manifest)
+    assert code == 2, text
+    [obj] = [o for o in live["objects"] if o["name"] == pool]
+    snap = tmp_path / "cluster.yaml"
+    save_snapshot(kubeconfig, snap)
+    code, offline, _ = plan(None, manifest, snapshot=snap)
+    assert code == 2
+    assert next(o for o in offline["objects"] if o["name"] == pool)["changes"] == obj["changes"]
+    return obj, text
+
+
 def save_snapshot(kubeconfig: Path, path: Path) -> str:
     """``tessera plan snapshot`` of the live cluster, written to ``path``; its text."""
     saved = subprocess.run(

@@ -16,7 +16,7 @@ observe again, and a converged cluster costs zero writes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,26 +78,21 @@ def _labels(ctx: Context, cm: ConfigMapPlan) -> int:
 
 def drop_mode_labels(ctx: Context, names: Iterable[str]) -> int:
     """Remove Tessera's HAMi mode marker from nodes no policy governs any more."""
-    done = 0
-    for name in names:
-        patch = {"metadata": {"labels": {HAMI_MODE_LABEL: None}}}
-        try:
-            ctx.kube.patch(path_of("v1", "nodes", name), patch)
-            done += 1
-        except ApiError as err:
-            if not err.not_found:
-                raise
-    return done
+    return _label_nodes(ctx, names, {HAMI_MODE_LABEL: None})
 
 
 def switch_device_share_off(ctx: Context, names: Iterable[str]) -> int:
     """Ask the Ascend agent of nodes no vCANN-RT policy governs any more for device-share off
     (``vcannrt.labels``); the agent switches every NPU and reads it back."""
+    return _label_nodes(ctx, names, vcannrt.labels("off"))
+
+
+def _label_nodes(ctx: Context, names: Iterable[str], labels: Mapping[str, str | None]) -> int:
+    """Patch ``labels`` onto each node still there; how many were patched."""
     done = 0
     for name in names:
-        patch = {"metadata": {"labels": vcannrt.labels("off")}}
         try:
-            ctx.kube.patch(path_of("v1", "nodes", name), patch)
+            ctx.kube.patch(path_of("v1", "nodes", name), {"metadata": {"labels": dict(labels)}})
             done += 1
         except ApiError as err:
             if not err.not_found:

@@ -52,30 +52,44 @@ def _hami_plugin(node: NodeFacts) -> str:
     return f"annotation {registered[0]}" if registered else ""
 
 
+def _beside_hami(node: NodeFacts, mode: str, flags: str) -> list[RuleError]:
+    """A Conflict when HAMi's Ascend plugin runs on a node ``mode`` needs Huawei's device
+    plugin alone on (run with ``flags``)."""
+    hami = _hami_plugin(node)
+    if not hami:
+        return []
+    rule = (
+        f"{mode} and HAMi mode on the same node: HAMi's Ascend device plugin runs here "
+        f"({hami}); {mode} needs Huawei's device plugin alone ({flags}): remove "
+        f"{c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE} "
+        "or govern the node by a HAMi-mode policy"
+    )
+    return [RuleError("spec.ascend.mode", rule, node.name, reason="Conflict")]
+
+
+def _preset_vnpus(node: NodeFacts, why: str) -> list[RuleError]:
+    """The node held while it advertises preset vNPUs (``why`` the mode cannot use them)."""
+    preset = sorted((k, n) for k, n in node.allocatable.items() if _static_vnpu(k) and n)
+    if not preset:
+        return []
+    shown = ", ".join(f"{k}: {n}" for k, n in preset)
+    rule = (
+        f"the node advertises preset vNPUs ({shown}); {why}: roll its NodePoolGeometry to "
+        "whole NPUs (templates: {}) first"
+    )
+    return [RuleError("spec.ascend.mode", rule, node.name)]
+
+
 def _vcannrt(node: NodeFacts) -> tuple[RuleError, ...]:
     """A vCANN-RT node runs Huawei's device plugin sharing each NPU (``-shareDevCount=100``,
     which upstream does not allow with vNPUs), so HAMi's Ascend plugin there is a Conflict and
     preset vNPUs hold the node; a version the node publishes that vCANN-RT does not run on
     holds it too (docs/facts/ascend.md §vCANN-RT)."""
-    out = []
-    hami = _hami_plugin(node)
-    if hami:
-        rule = (
-            f"vCANN-RT and HAMi mode on the same node: HAMi's Ascend device plugin runs here "
-            f"({hami}); vCANN-RT needs Huawei's device plugin alone (-shareDevCount=100 "
-            f"-softShareDevConfigDir): remove {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE} "
-            "or govern the node by a HAMi-mode policy"
-        )
-        out.append(RuleError("spec.ascend.mode", rule, node.name, reason="Conflict"))
-    preset = sorted((k, n) for k, n in node.allocatable.items() if _static_vnpu(k) and n)
-    if preset:
-        shown = ", ".join(f"{k}: {n}" for k, n in preset)
-        rule = (
-            f"the node advertises preset vNPUs ({shown}); vCANN-RT shares whole NPUs and "
-            "Huawei's device plugin shares no chip split into vNPUs: roll its "
-            "NodePoolGeometry to whole NPUs (templates: {}) first"
-        )
-        out.append(RuleError("spec.ascend.mode", rule, node.name))
+    out = _beside_hami(node, "vCANN-RT", "-shareDevCount=100 -softShareDevConfigDir")
+    out += _preset_vnpus(
+        node,
+        "vCANN-RT shares whole NPUs and Huawei's device plugin shares no chip split into vNPUs",
+    )
     wrong = vcannrt.prerequisites((node,)).wrong
     if wrong:
         rule = "vCANN-RT needs " + vcannrt.NEEDS + "; " + "; ".join(wrong)
@@ -88,33 +102,11 @@ def _mindcluster(node: NodeFacts) -> tuple[RuleError, ...]:
     plugin on the same node is a second plugin for the same NPUs (a Conflict), and preset vNPUs
     (driver templates a NodePoolGeometry split) cannot coexist with dynamic ones
     (docs/facts/ascend.md §MindCluster dynamic vNPU)."""
-    out = []
-    hami = node.labels.get(c.HAMI_ASCEND_NODE_LABEL) == c.HAMI_ASCEND_NODE_VALUE
-    registered = [
-        k for k in node.annotations if k.startswith(c.HAMI_NODE_REGISTER_ANNOTATION_PREFIX)
-    ]
-    if hami or registered:
-        why = (
-            f"label {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE}"
-            if hami
-            else f"annotation {registered[0]}"
-        )
-        rule = (
-            f"MindCluster and HAMi mode on the same node: HAMi's Ascend device plugin runs here "
-            f"({why}); MindCluster needs Huawei's device plugin alone (-volcanoType=true "
-            f"-presetVirtualDevice=false): remove {c.HAMI_ASCEND_NODE_LABEL}={c.HAMI_ASCEND_NODE_VALUE} "
-            "or govern the node by a HAMi-mode policy"
-        )
-        out.append(RuleError("spec.ascend.mode", rule, node.name, reason="Conflict"))
-    preset = sorted((k, n) for k, n in node.allocatable.items() if _static_vnpu(k) and n)
-    if preset:
-        shown = ", ".join(f"{k}: {n}" for k, n in preset)
-        rule = (
-            f"the node advertises preset vNPUs ({shown}); MindCluster creates a vNPU per pod and "
-            "static and dynamic vNPUs cannot coexist: roll its NodePoolGeometry to whole NPUs "
-            "(templates: {}) first"
-        )
-        out.append(RuleError("spec.ascend.mode", rule, node.name))
+    out = _beside_hami(node, "MindCluster", "-volcanoType=true -presetVirtualDevice=false")
+    out += _preset_vnpus(
+        node,
+        "MindCluster creates a vNPU per pod and static and dynamic vNPUs cannot coexist",
+    )
     return tuple(out)
 
 
