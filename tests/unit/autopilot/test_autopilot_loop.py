@@ -235,3 +235,65 @@ def test_from_status_the_choice_becomes_a_spec_patch_and_then_gits_own() -> None
     assert pilot.chosen(committed, chosen) == ()
     assert pilot.effective(committed, chosen).mig == pilot.effective(spec, chosen).mig
     assert pilot.spec_patch(AutopilotStatus()) is None
+
+
+CHOSEN = {
+    "layouts": [{"devices": "all", "profiles": {}}, {"devices": "3", "profiles": {"1g.10gb": 7}}],
+    "basis": pilot.basis(_spec()),
+    "outcome": pilot.CHANGED,
+    "reason": "7 pods want 1g.10gb for 10 min",
+    "decidedAt": "2026-12-07T11:00:00Z",
+    "day": NOW.date().isoformat(),
+    "reconfigurations": [{"gpu": 3, "count": 1}],
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "readable", "applies", "gpu"),
+    [
+        pytest.param(
+            {"autopilot": CHOSEN}, True, True, 3, id="made from Git's layouts now: applies"
+        ),
+        pytest.param(
+            {"autopilot": {**CHOSEN, "basis": "0123456789abcdef"}},
+            True,
+            False,
+            4,  # GPU 3's change today still counts: the day's limit outlives the choice
+            id="stale: made from Git's old layouts, dropped",
+        ),
+        pytest.param(
+            {"autopilot": {**CHOSEN, "layouts": "all"}},
+            False,
+            False,
+            3,
+            id="unreadable: Git rules",
+        ),
+        pytest.param(
+            {"autopilot": {**CHOSEN, "reconfigurations": [{"gpu": 99, "count": 1}]}},
+            False,
+            False,
+            3,
+            id="out of range: Git rules",
+        ),
+        pytest.param({}, False, False, 3, id="none recorded"),
+    ],
+)
+def test_a_recorded_choice_applies_only_while_made_from_gits_layouts(
+    status: dict[str, Any], readable: bool, applies: bool, gpu: int
+) -> None:
+    spec = _spec()
+    last = pilot.recorded(status)
+    assert (last is not None) == readable
+    assert bool(pilot.chosen(spec, last)) == applies
+    eff = pilot.effective(spec, last)
+    assert (eff != spec) == applies
+    step = _pass(spec, last, _wanting(7))  # the node runs what the rollout targets
+    assert step.status is not None
+    if applies:  # the choice serves the 7: nothing new is chosen, its layouts stay
+        assert step.status.layouts == (last.layouts if last else [])
+    else:  # decided afresh from Git's layouts, recorded with their basis
+        assert step.status.outcome == pilot.CHANGED and step.announce
+        assert step.status.basis == pilot.basis(spec)
+        assert _changed(step.status) == {"all": {}, str(gpu): {"1g.10gb": 7}}
+        counts = [(r.gpu, r.count) for r in step.status.reconfigurations]
+        assert counts == sorted({(3, 1), (gpu, 1)} if readable else {(gpu, 1)})

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from preview_builders import T0, converged, gpu_nodes, namespace, npg, pdb, pod, world
 
 from builders import LAYOUT_A, LAYOUT_B, custom
+from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import preview, rollout
 from tessera.domain.cluster import autopilot as pilot
@@ -200,3 +202,35 @@ def test_a_change_of_gits_layouts_drops_the_choice_in_the_plan_too() -> None:
     obj = _one(result)
     assert obj.autopilot == ""
     assert obj.changes[0].after == "all: 7x1g.10gb"
+
+
+def test_a_busy_gpu_withdraws_the_choice_in_the_plan_as_the_operator_does() -> None:
+    """A pod landed on inf-0's GPU 5 after the choice: the operator's pass withdraws the
+    choice for GPU 5 (``cluster.autopilot.withdrawal``) and plans what is left; the preview
+    does the same, so its hash is the one the operator then writes, and it says so."""
+    pool = _autopilot_pool()
+    nodes, cm = converged(gpu_nodes("inf", 2), pool)
+    read = "2026-12-07T11:59:00Z"
+    for node in nodes:
+        held = {"ml/late": [5]} if node["metadata"]["name"] == "inf-0" else {}
+        record = json.dumps({"v": 1, "read": read, "pods": held})
+        node["metadata"]["annotations"] = {
+            **(node["metadata"].get("annotations") or {}),
+            c.GPU_HOLDERS_ANNOTATION: record,
+        }
+    agents = [pod(f"agent-{i}", f"inf-{i}", "tessera-system") for i in range(2)]
+    for agent in agents:
+        agent["metadata"]["labels"] = {c.COMPONENT_LABEL: c.GPU_AGENT_COMPONENT}
+        agent["spec"]["containers"][0]["resources"] = {}
+    late = pod("late", "inf-0")
+    late["metadata"]["creationTimestamp"] = "2026-12-07T11:58:00Z"
+    cluster_now = world(*nodes, cm, _with_choice(pool), *agents, late)
+    obj = _one(preview.preview(cluster_now, [pool], T0))
+    assert "its choice for GPU 5 is withdrawn (GPU inf-0/5 holds ml/late since the choice)" in (
+        obj.autopilot
+    ), obj.autopilot
+    assert obj.changes == ()  # GPU 5 back to what both nodes run: nothing rolls
+    assert obj.pods_to_evict == 0
+    git = NodePoolGeometrySpec.model_validate(pool["spec"])
+    seen = cluster.observe_pool("inf", git, nodes, {})
+    assert obj.plan_hash == targets.plan_hash("NodePoolGeometry/inf", seen.desired)

@@ -170,3 +170,10 @@ class AutopilotStatus(ApiModel):
         description="Per GPU index, the layout changes chosen on that day "
         "(at most spec.autopilot.maxReconfigurationsPerGPUPerDay).",
     )
+    held: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Outcome Busy: the busy GPUs (node/index) the choice was withdrawn for and "
+        "the nodes that wait (node), as decided; the same ones pass after pass are one "
+        "decision, announced once.",
+    )

@@ -14,9 +14,10 @@ the same reading as ``tessera suggest POOL``; ``suggestion.suggest``, the same d
   the Autopilot condition is False naming the model or the pod;
 - **usage unknown** on a node (a change still rolling out, no holders record): no change;
   it decides once every node's usage is known;
-- **busy**: a pod landed on a GPU the recorded choice changes before the rollout started its
-  node (``cluster.autopilot_idle``): that node is held, and the choice for the GPU is
-  withdrawn where no node runs it yet (then the loop decides again), else the node waits;
+- **busy**: a pod landed on a GPU the recorded choice changes before the rollout asked its
+  node's device to change (``cluster.autopilot_idle``): that node is held or backed out,
+  and the choice for the GPU is withdrawn where no node runs it yet (``withdrawal``; then
+  the loop decides again), else the node waits; one such decision is announced once;
 - otherwise the decision: ``Changed`` (new layouts recorded, today's count per GPU index
   raised), ``NothingFits``, ``Served`` (free instances serve what pends), ``Waiting`` (pods
   pend, none yet for ``pendingFor``; look again then) or ``Idle`` (nothing pends).
@@ -48,7 +49,7 @@ from tessera.domain.base.conditions import Status
 from tessera.domain.cluster import autopilot_idle as idle
 from tessera.domain.cluster import demand as live
 from tessera.domain.cluster.objects import PoolObservation, pod_view
-from tessera.domain.geometry import catalog
+from tessera.domain.geometry import catalog, layouts
 from tessera.domain.rollout import gates
 
 Raw = Mapping[str, Any]
@@ -56,7 +57,8 @@ CHANGED, NOTHING_FITS, SERVED, WAITING, IDLE = "Changed", "NothingFits", "Served
 OFF, INVALID, UNKNOWN, BUSY = "Off", "Invalid", "UsageUnknown", "Busy"
 OUTCOMES = (CHANGED, NOTHING_FITS, SERVED, WAITING, IDLE, OFF, INVALID, UNKNOWN, BUSY)
 CONDITION = "Autopilot"
-REASON_LIMIT = 4096
+REASON_LIMIT, HELD_LIMIT = 4096, 64
+DECIDE_AGAIN_S = 1.0  # a choice recorded (Changed) or withdrawn (Busy): the next pass acts on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,11 +189,49 @@ def step(
         served = tuple(sorted({p for c in result.decision.changes for p, _ in c.serves}))
         status = _status(new, base, CHANGED, text, now, day, counts)
         condition: tuple[str, Status, str, str] = (CONDITION, "True", CHANGED, status.reason)
-        return Step(status, True, served or pending, condition, requeue_after=1.0)  # roll it
+        return Step(status, True, served or pending, condition, DECIDE_AGAIN_S)  # roll it
     outcome = _outcome(result.decision, inputs)
     wait = _wait(inputs, outcome)
     out = _record(last, outcome, text, picked, base, day, counts, now, "True", pending)
     return Step(out.status, out.announce, out.profiles, out.condition, wait)
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawal:
+    """The recorded choice once the busy GPUs no node runs it on yet are withdrawn."""
+
+    layouts: tuple[MigLayout, ...]  # the choice after the withdrawal (``picked`` when none)
+    gpus: tuple[int, ...]  # the GPU indexes whose layout went back; () when none did
+    held: tuple[str, ...]  # the busy nodes that wait: a GPU not withdrawn, or not known
+
+
+def withdrawal(
+    picked: Sequence[MigLayout], busy: Sequence[idle.Busy], seen: PoolObservation
+) -> Withdrawal:
+    """The choice ``picked`` with each busy GPU index that no member runs it on yet set back
+    to what the members run there (``idle.withdrawable``); the step records it, and
+    ``tessera plan`` previews it (``preview.geometry``), so both target the same layouts.
+
+    The members may differ in GPU count: the per-index layouts are read for the largest
+    node, and an index a smaller node lacks is never written to it (``per_device``)."""
+    members = sorted(seen.targets)
+    back = idle.withdrawable(busy, seen.involved, members)
+    size = max(
+        (len(v.layout) for v in seen.involved if v.name in seen.targets and v.layout is not None),
+        default=0,
+    )
+    pairs = [(lay.devices, lay.profiles) for lay in picked]
+    before = list(layouts.per_device(pairs, size))
+    after = list(before)
+    for i, counts_i in back.items():
+        if i < size:
+            after[i] = counts_i
+    gpus = tuple(i for i in range(size) if after[i] != before[i])
+    held = tuple(sorted({b.node for b in busy if not b.gpus or not set(b.gpus) <= set(gpus)}))
+    if not gpus:
+        return Withdrawal(tuple(picked), (), held)
+    raw = suggestion.patch(after)["spec"]["mig"]["layouts"]
+    return Withdrawal(tuple(MigLayout.model_validate(lay) for lay in raw), gpus, held)
 
 
 def _busy(
@@ -205,29 +245,26 @@ def _busy(
     now: datetime,
 ) -> Step:
     """``Busy``: the choice withdrawn for the busy GPUs no node runs it on yet (their index
-    goes back to what every node runs there), the other busy nodes held until idle."""
-    back = idle.withdrawable(busy, seen.involved, sorted(seen.targets))
-    per_index = next(
-        (list(d.layout) for n, d in sorted(seen.desired.items()) if d.layout is not None), []
-    )
-    layouts = picked
-    if back and per_index:
-        for i, counts_i in back.items():
-            per_index[i] = counts_i
-        raw = suggestion.patch(per_index)["spec"]["mig"]["layouts"]
-        layouts = tuple(MigLayout.model_validate(lay) for lay in raw)
-    parts = [b.why for b in busy]
-    why = "; ".join(parts) + ": the autopilot changes idle GPUs only, nothing is evicted"
-    if back:
-        gpus = ", ".join(str(i) for i in sorted(back))
-        why += f"; its choice for GPU {gpus} is withdrawn, and it decides again"
-    held = sorted({b.node for b in busy if not set(b.gpus) or not set(b.gpus) <= set(back)})
-    if held:
-        why += f"; {', '.join(held)} wait(s) until the GPUs are idle"
-    out = _record(last, BUSY, why, layouts, base, day, counts, now, "True")
-    if not out.announce and last is not None and last.reason != why[:REASON_LIMIT]:
-        out = _record(None, BUSY, why, layouts, base, day, counts, now, "True")
-    return dataclasses.replace(out, requeue_after=1.0 if back else None)
+    goes back to what every node runs there), the other busy nodes held until idle.
+
+    One decision is one set of withdrawn GPUs and waiting nodes (``status.autopilot.held``):
+    the same set pass after pass is not announced again, whichever pods hold them (their
+    names change as a Deployment replaces them), so its Events are bounded by its GPUs and
+    nodes. After a withdrawal the loop decides again at once (the next pass targets the
+    withdrawn choice; nothing else would wake the pool); a node that waits is woken by its
+    Node changing (the GPU node agent's record), so no pass is asked for."""
+    out = withdrawal(picked, busy, seen)
+    why = "; ".join(b.why for b in busy)
+    why += ": the autopilot changes idle GPUs only, nothing is evicted"
+    if out.gpus:
+        where = ", ".join(str(i) for i in out.gpus)
+        why += f"; its choice for GPU {where} is withdrawn, and it decides again"
+    if out.held:
+        why += f"; {', '.join(out.held)} wait(s) until the GPUs are idle"
+    withdrawn = {f"{b.node}/{i}" for b in busy for i in b.gpus if i in out.gpus}
+    held = sorted(withdrawn | set(out.held))[:HELD_LIMIT]
+    step = _record(last, BUSY, why, out.layouts, base, day, counts, now, "True", held=held)
+    return dataclasses.replace(step, requeue_after=DECIDE_AGAIN_S if out.gpus else None)
 
 
 def _outcome(decision: Any, inputs: suggestion.Inputs) -> str:
@@ -268,15 +305,22 @@ def _record(
     now: datetime,
     state: Status,
     pending: tuple[str, ...] = (),
+    held: Sequence[str] = (),
 ) -> Step:
-    """A decision that changes no layout: announced only when its outcome is new (else the
-    reason and time recorded stay, so the status does not move pass after pass)."""
-    fresh = last is None or last.outcome != outcome or tuple(last.layouts) != picked
+    """A decision that changes no layout: announced only when it is new — its outcome, its
+    layouts or what it holds (``held``) — else the reason and time recorded stay, so the
+    status does not move pass after pass."""
+    fresh = (
+        last is None
+        or last.outcome != outcome
+        or tuple(last.layouts) != picked
+        or list(last.held) != list(held)
+    )
     if not fresh and last is not None:
         why, stamp = last.reason, last.decided_at
     else:
         stamp = _stamp(now)
-    status = _status(picked, base if picked else "", outcome, why, now, day, counts, stamp)
+    status = _status(picked, base if picked else "", outcome, why, now, day, counts, stamp, held)
     return Step(status, fresh, pending, (CONDITION, state, outcome, status.reason))
 
 
@@ -289,6 +333,7 @@ def _status(
     day: str,
     counts: Mapping[int, int],
     stamp: str | None = None,
+    held: Sequence[str] = (),
 ) -> AutopilotStatus:
     return AutopilotStatus(
         layouts=list(picked),
@@ -298,6 +343,7 @@ def _status(
         decided_at=stamp or _stamp(now),
         day=day,
         reconfigurations=[GpuReconfigurations(gpu=i, count=n) for i, n in sorted(counts.items())],
+        held=list(held),
     )
 
 

@@ -3,8 +3,10 @@
 The pool is observed with ``cluster.objects.observe_pool`` and planned with
 ``rollout.plan``, exactly as the controller's next pass would — with the layouts its
 autopilot recorded in ``status.autopilot`` in place of Git's while that choice applies
-(``cluster.autopilot.effective``; the preview says so, with the choice's reason), and the
-nodes a pod now holds chosen GPUs of held (``cluster.autopilot_idle``) — so the hash is
+(``cluster.autopilot.effective``; the preview says so, with the choice's reason), the
+nodes a pod now holds chosen GPUs of held (``cluster.autopilot_idle``), and the choice for
+such a GPU withdrawn where the operator's pass withdraws it (``cluster.autopilot.withdrawal``,
+the step's own function), so the plan shows what the operator rolls next — so the hash is
 the one the operator writes to ``status.plan.hash`` and an ``approval:
 Manual`` rollout can be approved from the reviewed preview. The agent
 ConfigMap text comes from ``pools.configs_document``, as the controller
@@ -74,11 +76,21 @@ def previews(
         last = pilot.recorded((live.get(name) or {}).get("status"))
         spec = pilot.effective(git, last)  # what the operator targets: Git's, or the choice
         seen = observe.observe_pool(name, spec, after.nodes, plugin, claimants, mig_configs)
-        chosen = bool(pilot.chosen(git, last))
-        preview = _pool(before, after, obj, spec, seen, now, loc, chosen)
-        if chosen and last is not None:
+        picked = pilot.chosen(git, last)
+        preview, busy = _pool(before, after, obj, spec, seen, now, loc, bool(picked))
+        if picked and last is not None:
             why = f"{last.outcome} at {last.decided_at}: {last.reason}"
-            preview = replace(preview, autopilot=f"targets the choice in status.autopilot ({why})")
+            note = f"targets the choice in status.autopilot ({why})"
+            out = pilot.withdrawal(picked, busy, seen)
+            if out.gpus:  # as the operator's pass withdraws it, the plan hash it then writes
+                last = last.model_copy(update={"layouts": list(out.layouts)})
+                spec = pilot.effective(git, last)
+                seen = observe.observe_pool(name, spec, after.nodes, plugin, claimants, mig_configs)
+                preview, _ = _pool(before, after, obj, spec, seen, now, loc, True)
+                gpus = ", ".join(str(i) for i in out.gpus)
+                held = "; ".join(b.why for b in busy)
+                note += f"; its choice for GPU {gpus} is withdrawn ({held}), the plan is the rest"
+            preview = replace(preview, autopilot=note)
         claims = seen.claims.conflicts_of(name)
         said = tuple(f"Conflict: {c.message}" for c in claims)
         empty = () if seen.targets or said else (empty_pools.verdict(name, spec),)
@@ -143,7 +155,8 @@ def _pool(
     now: datetime,
     loc: Locations,
     chosen: bool = False,
-) -> ObjectPreview:
+) -> tuple[ObjectPreview, tuple[idle.Busy, ...]]:
+    """The pool's preview, and while a choice is the target the nodes its recheck found busy."""
     name = obj["metadata"]["name"]
     on_dra = spec.allocation == "DRA"
     if on_dra:
@@ -172,7 +185,7 @@ def _pool(
     # ("changes"), not 1; 1 is for what cannot be applied (a conflict, a bad manifest).
     if plan.short_of_room:
         problems = (f"{rollout.capacity.REASON}: {plan.short_of_room}", *problems)
-    return ObjectPreview(
+    preview = ObjectPreview(
         kind=KIND,
         name=name,
         action="unchanged",
@@ -187,6 +200,7 @@ def _pool(
         capacity_after=dict(sorted(after_cap.items())),
         problems=problems,
     )
+    return preview, busy
 
 
 def _changes(

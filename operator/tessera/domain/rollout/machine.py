@@ -74,6 +74,14 @@ def untouched(s: NodeState) -> bool:
     return s.phase in UNTOUCHED or (s.phase == Phase.APPLYING and s.rollback_of is None)
 
 
+def unasked(node: NodeView, s: NodeState) -> bool:
+    """Nothing asked ``node``'s device to change yet: untouched, or verifying a layout whose
+    labels were never written (a pass stopped before them; the step drains first)."""
+    if s.phase == Phase.VERIFYING:
+        return bool(targets.labels_to_write(s.target, node))
+    return untouched(s)
+
+
 def step(ctx: StepContext, node: NodeView, s: NodeState, d: DesiredNode) -> RolloutOutcome:
     if d.invalid and untouched(s):
         return release(

@@ -47,9 +47,9 @@ from tessera.domain.rollout import (
 )
 from tessera.domain.rollout.budget import Unavailable
 from tessera.domain.rollout.draining import Held
-from tessera.domain.rollout.machine import StepContext, step, untouched
+from tessera.domain.rollout.machine import StepContext, step, unasked, untouched
 from tessera.domain.rollout.outcome import RolloutOutcome, stuck
-from tessera.domain.rollout.releasing import back_out
+from tessera.domain.rollout.releasing import back_out, release
 from tessera.domain.rollout.reporting import NodeReport
 from tessera.domain.rollout.state import IllegalTransition, NodeState, ReportPhase, check, ts
 from tessera.domain.rollout.views import GEOMETRY_PENDING, DesiredNode, NodeView, PdbView, PodView
@@ -165,7 +165,8 @@ def plan(
     holds the budget all the same. ``queue``: mark the members waiting for their turn
     ``PreferNoSchedule`` while the rollout is under way (``queueing``). ``hold``: nodes that
     must not start this pass, with why (the autopilot's recheck, ``cluster.autopilot_idle``):
-    they wait, Pending, and take no slot.
+    they wait, Pending, and take no slot; one already started whose device is not asked to
+    change yet is backed out instead (released, evicting nothing), and waits so from then on.
     """
     by_node: dict[str, list[PodView]] = defaultdict(list)
     for pod in pods:
@@ -175,7 +176,7 @@ def plan(
     acc = _Pass()
     for node in sorted(nodes, key=lambda n: n.name):
         try:
-            visit(ctx, acc, node, desired.get(node.name))
+            visit(ctx, acc, node, desired.get(node.name), (hold or {}).get(node.name))
         except IllegalTransition as err:  # this node stops; the others go on (state.py)
             acc.take(stuck(node.name, err), None, desired.get(node.name))
     stepping, acc.actions = tuple(acc.actions), []
@@ -245,8 +246,12 @@ def _queue(
     return queueing.tidy(ctx.owner, nodes, waiting, under_way)
 
 
-def visit(ctx: StepContext, acc: _Pass, node: NodeView, d: DesiredNode | None) -> None:
-    """Step an in-flight node, or classify an idle one (updated, invalid, failed, candidate)."""
+def visit(
+    ctx: StepContext, acc: _Pass, node: NodeView, d: DesiredNode | None, held: str | None = None
+) -> None:
+    """Step an in-flight node, or classify an idle one (updated, invalid, failed, candidate).
+    ``held``: why the node must not go on (``plan(hold=)``): started and untouched, it is
+    backed out."""
     s = node.state
     if node.state_error:
         msg = f"rollout state unreadable ({node.state_error}); fix or remove the annotation"
@@ -264,6 +269,9 @@ def visit(ctx: StepContext, acc: _Pass, node: NodeView, d: DesiredNode | None) -
         if d is None:
             why = f"{node.name} left pool {ctx.owner}"
             acc.take(back_out(node, s, ctx.now, ctx.verify_timeout, why), s, d)
+            return
+        if held is not None and unasked(node, s):
+            acc.take(release(node, s, ctx.now, held), s, d)
             return
         o = step(ctx, node, s, d)
         released = o.phase in (ReportPhase.PENDING, ReportPhase.UPDATED)
