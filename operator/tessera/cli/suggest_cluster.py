@@ -4,8 +4,11 @@ The NodePoolGeometry, the others' nodeSelectors (one node, one pool), the Nodes,
 (those on the pool's nodes, and those that pend), mig-parted's ConfigMap (what each node
 runs now) and the device plugin's (its sharing undone): exactly the reads the controller's
 pass makes for a pool, handed to the same ``cluster.observe_pool``; then
-``cluster.demand.observe``. The RBAC this needs is docs/autopilot.md's: get and list
-nodepoolgeometries, list nodes and pods, get the two ConfigMaps. ``--from-status`` reads
+``cluster.demand.observe``. A DRA pool's demand and usage are in its ResourceClaims, read
+against the ResourceSlices (``cluster.dra_view``, as ``tessera plan`` reads them): both are
+listed for a DRA pool only. The RBAC this needs is docs/autopilot.md's: get and list
+nodepoolgeometries, list nodes and pods (and resourceclaims and resourceslices), get the
+two ConfigMaps. ``--from-status`` reads
 the NodePoolGeometry alone (``choice_of``).
 """
 
@@ -24,6 +27,7 @@ from tessera.domain.cluster import autopilot as pilot
 from tessera.domain.cluster import claims as pool_claims
 from tessera.domain.cluster import demand as live
 from tessera.domain.cluster import objects, pools
+from tessera.domain.dra import naming
 
 if TYPE_CHECKING:
     from tessera.adapters.kube import Kube
@@ -93,6 +97,9 @@ def observe(args: argparse.Namespace, bounds: Bounds) -> live.Observed:
         for key in ("mig_parted_configmap", "device_plugin_configmap"):
             namespace, cm = getattr(args, key)
             maps[key] = kube.get_or_none(path_of("v1", "configmaps", cm, namespace)) or {}
+        dra = (obj.get("spec") or {}).get("allocation") == "DRA"
+        claims = kube.list(naming.RESOURCECLAIMS) if dra else []
+        slices = kube.list(naming.RESOURCESLICES) if dra else []
     except ApiError as err:
         raise Unreadable(f"reading the cluster for NodePoolGeometry/{name} failed: {err}") from err
     finally:
@@ -108,4 +115,7 @@ def observe(args: argparse.Namespace, bounds: Bounds) -> live.Observed:
         seen = objects.observe_pool(name, spec, nodes, sharing, others, mig_configs)
     except ValueError as err:  # a member whose labels no target can be made for
         raise live.LiveError(f"NodePoolGeometry/{name}: {err}") from err
-    return live.observe(name, spec, seen, pods, datetime.now(UTC), bounds)
+    now = datetime.now(UTC)
+    if not dra:
+        return live.observe(name, spec, seen, pods, now, bounds)
+    return live.observe_dra(name, spec, seen, pods, claims, slices, now, bounds)

@@ -27,6 +27,17 @@ GUARD = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'
 def test_names(selects: str, geometry: str, sharing: str) -> None:
     assert naming.geometry_class(selects) == geometry
     assert naming.sharing_class("s", selects) == sharing
+    assert naming.selects_of(geometry) == selects  # read back: a claim's class as demand
+    assert naming.selects_of(sharing) == selects
+    assert naming.selects_of(naming.sharing_class("team.a.mig-x", selects)) == selects
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["gpu.nvidia.com", "tessera.io", "mig-.tessera.io", "x.tessera.io", ".sharing.tessera.io"],
+)
+def test_a_class_tessera_does_not_name_selects_nothing(name: str) -> None:
+    assert naming.selects_of(name) is None
 
 
 @pytest.mark.parametrize(

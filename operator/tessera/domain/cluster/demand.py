@@ -15,10 +15,17 @@ What the cluster says, read as the controller and ``tessera plan`` read it
   ``Unschedulable``) that request one of the pool's MIG resources (``nvidia.com/mig-<profile>``,
   the mixed strategy's names) and whose nodeSelector some member satisfies, each pended since
   its condition's ``lastTransitionTime``; a pod asking for two instances counts twice.
+  On a DRA pool the pod asks through its ResourceClaims instead: each request of a claim not
+  yet allocated for a DeviceClass of Tessera's that selects a MIG profile
+  (``mig-1g.10gb.tessera.io``, or a SharingPolicy's ``<policy>.mig-1g.10gb.sharing.tessera.io``;
+  ``dra.naming.selects_of``) counts its device count; usage comes from the claims allocated
+  (``cluster.dra_view.held``: the same per-GPU record, read from the claims).
 
-What cannot be read is a ``LiveError`` naming the object — a pool that is not MIG through
-the device plugin, no member, members unlike each other, a pending pod asking for a profile
-the pool's GPU model does not have or without a readable time — never "no changes". Pure.
+What cannot be read is a ``LiveError`` naming the object — a pool that is not MIG, no
+member, members unlike each other, a pending pod asking for a profile the pool's GPU model
+does not have or without a readable time, a pending pod's claim that was not read or that
+asks in a way no count can be read from (``firstAvailable``, ``allocationMode: All``) —
+never "no changes". Pure.
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ from tessera.api import constants as c
 from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain.autopilot import demand, suggestion
 from tessera.domain.autopilot.bounds import Bounds
+from tessera.domain.cluster import dra_view
 from tessera.domain.cluster.objects import PoolObservation, pod_view
+from tessera.domain.dra import naming
 from tessera.domain.geometry import catalog, layouts
 from tessera.domain.geometry.capacity import WHOLE_GPU
 from tessera.domain.rollout import scope
-from tessera.domain.rollout.views import NodeView, PodView
+from tessera.domain.rollout.views import UNPUBLISHED, NodeView, PodView
 
 Raw = Mapping[str, Any]
 MIG_PREFIX = "nvidia.com/mig-"
@@ -63,14 +72,21 @@ def observe(
     now: datetime,
     bounds: Bounds,
     today: Mapping[int, int] | None = None,
+    claims: Mapping[tuple[str, str], Raw] | None = None,
+    views: Sequence[PodView] | None = None,
 ) -> Observed:
     """The decision's inputs for ``pool`` from its observation and every pod of the cluster
     (or those that pend and those on its nodes); ``today``: per GPU index, the changes the
-    autopilot chose today."""
+    autopilot chose today. A DRA pool: ``seen`` and ``views`` (``pods`` read, in their order)
+    as ``cluster.dra_view`` reads them, and ``claims`` every ResourceClaim by (namespace,
+    name)."""
     where = f"NodePoolGeometry/{pool}"
-    if spec.mig is None or spec.allocation != "DevicePlugin":
-        raise LiveError(f"{where}: suggest reads MIG pools on the device plugin only")
-    if spec.mig_strategy != "mixed":
+    on_dra = spec.allocation == "DRA"
+    if spec.mig is None:
+        raise LiveError(f"{where}: suggest reads MIG pools only (it has no spec.mig)")
+    if on_dra and claims is None:
+        raise LiveError(f"{where}: a DRA pool's demand is in its ResourceClaims: none were read")
+    if not on_dra and spec.mig_strategy != "mixed":
         raise LiveError(
             f"{where}: migStrategy {spec.mig_strategy}: pods ask for nvidia.com/gpu, which "
             "names no profile; suggest reads the mixed strategy's nvidia.com/mig-<profile>"
@@ -81,7 +97,7 @@ def observe(
     members = {v.name: v for v in seen.involved if v.name in seen.targets}
     model, count = model_of(where, [(n, members[n].labels) for n in names])
     current = layouts.per_device([(lay.devices, lay.profiles) for lay in spec.mig.layouts], count)
-    views = [pod_view(p) for p in pods]
+    views = list(views) if views is not None else [pod_view(p) for p in pods]
     on_node: dict[str, list[PodView]] = {}
     for view in views:
         if view.node and view.phase in ("Pending", "Running"):
@@ -101,7 +117,10 @@ def observe(
         marked, since = unschedulable(raw)
         if view.node or view.phase != "Pending" or not marked:
             continue
-        asked = {r: n for r, n in view.requests.items() if r.startswith(MIG_PREFIX)}
+        if on_dra:
+            asked = _claimed(view, claims or {})
+        else:
+            asked = {r: n for r, n in view.requests.items() if r.startswith(MIG_PREFIX)}
         if not asked or not any(_satisfies(view.node_selector, labels) for labels in selected):
             continue
         for resource, n in sorted(asked.items()):
@@ -124,6 +143,29 @@ def observe(
     return Observed(
         inputs, tuple(unknown), {p: tuple(sorted(refs)) for p, refs in sorted(waiting.items())}
     )
+
+
+def observe_dra(
+    pool: str,
+    spec: NodePoolGeometrySpec,
+    seen: PoolObservation,
+    pods: Sequence[Raw],
+    claims: Sequence[Raw],
+    slices: Sequence[Raw],
+    now: datetime,
+    bounds: Bounds,
+) -> Observed:
+    """``observe`` for a DRA pool, from every pod, ResourceClaim and ResourceSlice: its
+    members through the driver, who holds which GPU from the claims allocated
+    (``cluster.dra_view``), what pends from the claims not yet allocated."""
+    seen = dra_view.through_driver(seen, spec, slices, pods)
+    views = [pod_view(p) for p in pods]
+    members = set(seen.targets)
+    seen, marked = dra_view.held(seen, [v for v in views if v.node in members], claims, slices, now)
+    by_ref = {v.ref: v for v in marked}
+    views = [by_ref.get(v.ref, v) for v in views]
+    named = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]): c for c in claims}
+    return observe(pool, spec, seen, pods, now, bounds, claims=named, views=views)
 
 
 def _grouped(wants: Sequence[demand.Pending], bounds: Bounds) -> tuple[demand.Pending, ...]:
@@ -206,20 +248,71 @@ def _usage(
                 return busy, f"pod {pod.ref} holds GPU {index}, beyond its {len(current)} GPUs"
             into = out.setdefault(index, {})
             for resource, n in pod.requests.items():
-                key = WHOLE if resource == WHOLE_GPU else resource.removeprefix(MIG_PREFIX)
+                if resource == UNPUBLISHED:
+                    return busy, f"pod {pod.ref} holds {resource}"
+                key = _used_as(resource)
                 into[key] = into.get(key, 0) + n
             if not pod.requests:
                 into[WHOLE] = into.get(WHOLE, 0) + 1
     return out, ""
 
 
+def _used_as(resource: str) -> str:
+    """What a pod's request uses on its GPU: a profile's instance, or the whole GPU (the
+    device plugin's resources, or on a DRA pool the class of the device its claim holds)."""
+    if resource == WHOLE_GPU:
+        return WHOLE
+    selects = naming.selects_of(resource)
+    if selects is not None:
+        return WHOLE if selects == naming.GPU else selects
+    return resource.removeprefix(MIG_PREFIX)
+
+
 def _profile(model: catalog.GpuModel, resource: str) -> str | None:
-    """``nvidia.com/mig-1g.10gb`` -> ``1g.10gb`` where the model has it (``+me``: ``.me``)."""
-    name = resource.removeprefix(MIG_PREFIX)
+    """``nvidia.com/mig-1g.10gb`` (or the DeviceClass ``mig-1g.10gb.tessera.io``) ->
+    ``1g.10gb`` where the model has it (``+me``: ``.me``)."""
+    name = naming.selects_of(resource) or resource.removeprefix(MIG_PREFIX)
     for candidate in (name, name.replace(".me", "+me")):
         if model.profile(candidate) is not None:
             return candidate
     return None
+
+
+def _claimed(view: PodView, claims: Mapping[tuple[str, str], Raw]) -> dict[str, int]:
+    """DeviceClass of Tessera's selecting a MIG profile -> devices the pod's claims not yet
+    allocated ask for; whole GPUs and other drivers' classes are not this demand."""
+    out: dict[str, int] = {}
+    for name in view.claims:
+        claim = claims.get((view.namespace, name))
+        where = f"pod {view.ref}: its ResourceClaim {view.namespace}/{name}"
+        if claim is None:
+            raise LiveError(f"{where} was not read, so what it asks for is not known")
+        if (claim.get("status") or {}).get("allocation"):
+            continue  # it holds its devices already
+        requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        for i, request in enumerate(requests):
+            field = f"{where}: spec.devices.requests[{i}]"
+            if request.get("firstAvailable"):
+                named = [str(s.get("deviceClassName", "")) for s in request["firstAvailable"]]
+                if any(naming.selects_of(n) not in (None, naming.GPU) for n in named):
+                    raise LiveError(
+                        f"{field}.firstAvailable: one of {', '.join(named)}; which profile "
+                        "is wanted is not known"
+                    )
+                continue
+            exactly = request.get("exactly") or request  # v1, or v1beta1's flat request
+            cls = str(exactly.get("deviceClassName", ""))
+            if naming.selects_of(cls) in (None, naming.GPU):
+                continue
+            mode = exactly.get("allocationMode") or "ExactCount"
+            count = exactly.get("count", 1)
+            if mode != "ExactCount" or not isinstance(count, int) or count < 1:
+                raise LiveError(
+                    f"{field}: allocationMode {mode}, count {count!r} for {cls}: no count of "
+                    "devices to add can be read"
+                )
+            out[cls] = out.get(cls, 0) + count
+    return out
 
 
 def _satisfies(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:

@@ -33,6 +33,28 @@ def geometry_class(selects: str) -> str:
     return base(selects) + SUFFIX
 
 
+def selects_of(class_name: str) -> str | None:
+    """What a class of Tessera's selects (``gpu`` or a MIG profile), read back from its name
+    (``geometry_class``, or ``sharing_class`` whose policy name may hold dots); None for a
+    class Tessera does not name."""
+    if class_name.endswith(SHARING_SUFFIX):
+        head = "." + class_name.removesuffix(SHARING_SUFFIX)
+        if head.endswith("." + GPU) and len(head) > len(GPU) + 2:
+            return GPU
+        at = head.rfind(".mig-")
+        kind = head[at + 1 :] if at > 0 else ""
+    elif class_name.endswith(SUFFIX):
+        kind = class_name.removesuffix(SUFFIX)
+        if kind == GPU:
+            return GPU
+    else:
+        return None
+    profile = kind.removeprefix("mig-") if kind.startswith("mig-") else ""
+    if not profile:
+        return None
+    return profile[: -len("-me")] + "+me" if profile.endswith("-me") else profile
+
+
 def sharing_class(policy: str, selects: str) -> str:
     """``<policy>.gpu.sharing.tessera.io``, ``<policy>.mig-1g.10gb.sharing.tessera.io``."""
     return f"{policy}.{base(selects)}{SHARING_SUFFIX}"

@@ -22,14 +22,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from tessera.api import constants as c
-from tessera.api.v1alpha1.nodepoolgeometry import DraPool, NodePoolGeometrySpec
+from tessera.api.v1alpha1.nodepoolgeometry import NodePoolGeometrySpec
 from tessera.domain import rollout
 from tessera.domain.cluster import autopilot as pilot
 from tessera.domain.cluster import autopilot_idle as idle
 from tessera.domain.cluster import claims as pool_claims
-from tessera.domain.cluster import empty_pools, pools
+from tessera.domain.cluster import dra_view, empty_pools, pools
 from tessera.domain.cluster import objects as observe
-from tessera.domain.dra.slices import slice_pools
 from tessera.domain.preview.geometry_configs import (
     current_configs,
     describe,
@@ -40,9 +39,6 @@ from tessera.domain.preview.geometry_configs import (
 from tessera.domain.preview.model import Cluster, Locations, Raw, object_action
 from tessera.domain.preview.results import ConfigDiff, GpuChange, NodeChange, ObjectPreview
 from tessera.domain.rollout import scope, selection
-from tessera.domain.rollout.dra import claims as dra_claims
-from tessera.domain.rollout.dra import observe as dra_observe
-from tessera.domain.rollout.views import PluginPod
 
 KIND = "NodePoolGeometry"
 VM_POD_LABEL, VM_POD_VALUE = "kubevirt.io", "virt-launcher"  # KubeVirt's pod of a running VM
@@ -113,39 +109,6 @@ def previews(
     return GeometryPreviews(tuple(objects), diffs, allocatable)
 
 
-def _through_driver(
-    seen: observe.PoolObservation, spec: NodePoolGeometrySpec, after: Cluster
-) -> observe.PoolObservation:
-    """A DRA pool's nodes as the controller sees them: what the driver publishes on each
-    and its kubelet-plugin pods (``rollout.dra.observe``), the members keeping the layout
-    they run now."""
-    published = slice_pools(after.slices)
-    plugin = (spec.dra or DraPool()).kubelet_plugin
-    default = f"{plugin.namespace}/{plugin.daemon_set}"
-    plugins: dict[str, dict[str, tuple[PluginPod, ...]]] = {}
-    for ds in dra_observe.plugin_daemon_sets(default, seen.involved, published):
-        namespace, name = ds.split("/", 1)
-        mine = [p for p in after.pods if p["metadata"].get("namespace") == namespace]
-        for node, found in dra_observe.plugin_pods(mine, name).items():
-            plugins.setdefault(node, {})[ds] = found
-    views = {v.name: v for v in dra_observe.with_devices(seen.views.values(), published, plugins)}
-    involved = tuple(replace(views[v.name], layout=v.layout) for v in seen.involved)
-    return replace(seen, views=views, involved=involved)
-
-
-def _held(
-    seen: observe.PoolObservation, pods: Sequence[rollout.PodView], after: Cluster, now: datetime
-) -> tuple[observe.PoolObservation, list[rollout.PodView]]:
-    """Who holds which GPU on a DRA pool's members, from the ResourceClaims read with the
-    pods (``rollout.dra.claims``), and the pods holding devices marked so: a change takes
-    the GPUs it repartitions, as the operator's would, or the whole node and says why."""
-    published = slice_pools(after.slices)
-    marked = dra_observe.with_claims(pods, dra_observe.allocations(after.claims), published)
-    found = dra_claims.claims(after.claims)
-    involved = dra_claims.with_holders(seen.involved, marked, found, published, now)
-    return replace(seen, involved=tuple(involved)), marked
-
-
 def _pool(
     before: Cluster,
     after: Cluster,
@@ -160,14 +123,14 @@ def _pool(
     name = obj["metadata"]["name"]
     on_dra = spec.allocation == "DRA"
     if on_dra:
-        seen = _through_driver(seen, spec, after)
+        seen = dra_view.through_driver(seen, spec, after.slices, after.pods)
     desired = seen.desired
     wanted = set(observe.needs_pods(seen.involved, desired))
     pods = [
         observe.pod_view(p) for p in after.pods if (p.get("spec") or {}).get("nodeName") in wanted
     ]
     if on_dra and pods:
-        seen, pods = _held(seen, pods, after, now)
+        seen, pods = dra_view.held(seen, pods, after.claims, after.slices, now)
     involved = list(seen.involved)
     pdbs = [observe.pdb_view(p) for p in after.pdbs] if pods else []
     approved = (obj["metadata"].get("annotations") or {}).get(c.APPROVE_PLAN_ANNOTATION)
