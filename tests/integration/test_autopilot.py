@@ -230,6 +230,10 @@ def test_a_pod_that_lands_on_a_chosen_gpu_before_the_node_starts_is_never_evicte
     wait_running(kube, LATE_NS, "want", WANTED, timeout=240)
     wait_ready(kube, LATE_POOL, 120, f"{LATE_POOL} with the autopilot's layout")
     assert uids <= _uids_in(kube, LATE_NS), "a pod on the pool's node was evicted"
+    # one Event per decision (the node waiting for the record, then the withdrawal), however
+    # many passes saw it: bounded by the GPUs and nodes, never by the passes
+    said = [e["message"] for e in _events(kube, "AutopilotBusy", LATE_POOL)]
+    assert 1 <= len(said) <= 2 and len(set(said)) == len(said), said
 
 
 def _uids_in(kube: Kube, ns: str) -> set[str]:
