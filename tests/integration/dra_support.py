@@ -10,9 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from devcluster import dradriver
-from tessera.adapters.kube import Kube
+from builders import custom
+from devcluster import dradriver, fleet
+from tessera.adapters.kube import Kube, path_of
 
+from .faults import pool_spec, wait_ready
 from .helpers import eventually
 
 NPG = "/apis/tessera.io/v1alpha1/nodepoolgeometries"
@@ -95,3 +97,18 @@ def driver(kube: Kube, agents: None) -> Iterator[dradriver.DraDriver]:
         yield sim
     finally:
         sim.stop()
+
+
+WHOLE_GPUS = {"mig": {"layouts": [{"devices": "all", "profiles": {}}]}}
+
+
+def whole_gpu_pool(kube: Kube, dra_objects: DraObjects, pool: str) -> str:
+    """A DRA pool of one node of four H100s at whole GPUs, Ready, with its DeviceClass
+    served (what the per-GPU DRA stories start from); the node's name."""
+    [node] = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1, devices=4, dra=True))
+    spec = {**pool_spec(pool, WHOLE_GPUS, maxUnavailable=1), "allocation": "DRA"}
+    kube.create(NPG, custom("NodePoolGeometry", dra_objects.track(NPG, pool), spec))
+    wait_ready(kube, pool, 180, "whole GPUs on the DRA pool")
+    gpu_class = path_of("resource.k8s.io/v1", "deviceclasses", "gpu.tessera.io")
+    eventually(lambda: kube.get_or_none(gpu_class), 60)
+    return node

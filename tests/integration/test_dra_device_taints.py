@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from builders import DeploymentWrapper, PdbWrapper, custom
+from builders import DeploymentWrapper, PdbWrapper
 from builders.workloads import HOSTNAME
 from devcluster import dradriver, fleet
 from tessera.adapters.informer import Informer
@@ -33,8 +33,8 @@ from tessera.adapters.kube import Kube, Obj, path_of
 from tessera.api import constants as c
 
 from .conftest import OperatorProcess
-from .dra_support import NPG, DraObjects, delete_and_wait, dra_objects, driver
-from .faults import agents, assert_released, npg, pool_nodes, pool_spec, wait_ready
+from .dra_support import NPG, DraObjects, delete_and_wait, dra_objects, driver, whole_gpu_pool
+from .faults import agents, assert_released, npg, pool_nodes, wait_ready
 from .helpers import eventually, namespace, wait_running
 
 __all__ = ["agents", "dra_objects", "driver"]
@@ -133,11 +133,7 @@ def held_pool(kube: Kube, dra_objects: DraObjects, pool: str) -> Held:
     """A pool of one DRA node at whole GPUs, two ``serve`` replicas on it under a PDB that lets
     none go, and an empty spare node (room for the replica that moves; it changes first)."""
     ns = f"{pool}-ns"
-    [node] = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1, devices=4, dra=True))
-    spec = {**pool_spec(pool, WHOLE, maxUnavailable=1), "allocation": "DRA"}
-    kube.create(NPG, custom("NodePoolGeometry", dra_objects.track(NPG, pool), spec))
-    wait_ready(kube, pool, 180, "whole GPUs on the DRA pool")
-    eventually(lambda: kube.get_or_none(path_of(RESOURCE, "deviceclasses", "gpu.tessera.io")), 60)
+    node = whole_gpu_pool(kube, dra_objects, pool)
     namespace(kube, ns)
     one_gpu_template(kube, ns, "serve")
     manifest = claimed(DeploymentWrapper("serve").replicas(REPLICAS).pool(pool).obj(), "serve")

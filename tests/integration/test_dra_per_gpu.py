@@ -28,7 +28,7 @@ from devcluster import dradriver, fleet
 from tessera.adapters.kube import Kube, path_of
 
 from .conftest import OperatorProcess
-from .dra_support import NPG, DraObjects, dra_objects, driver
+from .dra_support import NPG, DraObjects, dra_objects, driver, whole_gpu_pool
 from .faults import agents, assert_released, pool_spec, wait_ready
 from .helpers import eventually, namespace, wait_running
 from .rollout_ledger import Ledger
@@ -37,7 +37,6 @@ from .test_plan import plan_pool_live_and_offline
 __all__ = ["agents", "dra_objects", "driver"]
 pytestmark = pytest.mark.integration
 RESOURCE = "resource.k8s.io/v1"
-WHOLE = {"mig": {"layouts": [{"devices": "all", "profiles": {}}]}}
 SPLIT = {
     "mig": {
         "layouts": [
@@ -88,11 +87,7 @@ def test_a_dra_node_moves_only_the_claims_on_the_gpus_that_change(
     tmp_path: Path,
 ) -> None:
     pool, ns = "dra-gpus", "dra-gpus-ns"
-    [node] = fleet.create_nodes(kube, fleet.pool(pool, "H100-80GB", 1, devices=4, dra=True))
-    spec = {**pool_spec(pool, WHOLE, maxUnavailable=1), "allocation": "DRA"}
-    kube.create(NPG, custom("NodePoolGeometry", dra_objects.track(NPG, pool), spec))
-    wait_ready(kube, pool, 180, "whole GPUs on the DRA pool")
-    eventually(lambda: kube.get_or_none(path_of(RESOURCE, "deviceclasses", "gpu.tessera.io")), 60)
+    node = whole_gpu_pool(kube, dra_objects, pool)
     namespace(kube, ns)
     template = {
         "metadata": {"name": "serve"},

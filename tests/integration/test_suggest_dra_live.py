@@ -18,21 +18,20 @@ from typing import Any
 
 import pytest
 
-from builders import DeploymentWrapper, custom
-from devcluster import dradriver, fleet
+from builders import DeploymentWrapper
+from devcluster import dradriver
 from tessera.adapters.kube import Kube, path_of
 
 from . import story_support as story
 from .conftest import OperatorProcess
-from .dra_support import NPG, DraObjects, dra_objects, driver
-from .faults import agents, pool_spec, wait_ready
+from .dra_support import DraObjects, dra_objects, driver, whole_gpu_pool
+from .faults import agents
 from .helpers import app_pods, eventually, namespace, wait_running
 from .test_suggest_live import _indexes, reader, suggest
 
 __all__ = ["agents", "dra_objects", "driver", "reader"]
 pytestmark = pytest.mark.integration
 RESOURCE = "resource.k8s.io/v1"
-WHOLE = {"mig": {"layouts": [{"devices": "all", "profiles": {}}]}}
 POOL, NS, BUSY, WANTED = "sg-dra", "sg-dra", 2, 3
 
 
@@ -74,11 +73,7 @@ def test_suggest_reads_a_dra_pools_claims_and_changes_idle_gpus_only(
     dra_objects: DraObjects,
     reader: Path,
 ) -> None:
-    [node] = fleet.create_nodes(kube, fleet.pool(POOL, "H100-80GB", 1, devices=4, dra=True))
-    spec = {**pool_spec(POOL, WHOLE, maxUnavailable=1), "allocation": "DRA"}
-    kube.create(NPG, custom("NodePoolGeometry", dra_objects.track(NPG, POOL), spec))
-    wait_ready(kube, POOL, 180, "whole GPUs on the DRA pool")
-    eventually(lambda: kube.get_or_none(path_of(RESOURCE, "deviceclasses", "gpu.tessera.io")), 60)
+    node = whole_gpu_pool(kube, dra_objects, POOL)
     namespace(kube, NS)
     busy = _claims_of(kube, "busy", "gpu.tessera.io")
     busy["spec"]["replicas"] = BUSY
